@@ -1,0 +1,349 @@
+"""Figure 5: traffic-fine workflows completed per second by a running Service, end to end.
+
+Each run happens in a fresh Python process (so its peak RSS is its own and its caches start
+cold): it opens a store, publishes N police reports of speeding violations to
+``police-reports`` with ``App.publish``, then starts the traffic-fine ``Service`` (workflow,
+command and timer processors as threads) and times from that moment until every instance
+has its ``Completed`` event and every fine is issued (the command processor's last effect),
+counted through a filtered subscription, no sleeping. The service starts from an empty
+checkpoint, so its catch-up over the published reports is what is measured. Each workflow
+takes three inputs and two handler calls, and writes 8 instance events, 2 handler results
+and 1 issued fine.
+
+The yardstick is ``R``, the raw single-row SQLite INSERT + COMMIT rate with the same
+durability, measured in the same run (figure 3's baseline).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from benchmarks.harness import Figure, Pending, Result, Target
+from processors import Service
+from samples.traffic_fine.app import ISSUED_STREAM, REPORTS_STREAM, make_app
+from samples.traffic_fine.messages import PoliceReportPublished, SpeedingViolation
+from samples.traffic_fine.workflow import workflow
+from stores import CaughtUp, EventStore, Filter
+
+STORES = ("sqlite", "memory", "esdb")
+"""The stores an end-to-end run can use."""
+
+_DONE = Filter(
+    stream_prefixes=(f"{workflow.name}-", ISSUED_STREAM),
+    event_types=("Completed", "fines.IssueTrafficFine"),
+)
+_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _open_store(kind: str, directory: Path, uri: str | None) -> EventStore:
+    if kind == "sqlite":
+        from stores.sqlite import SqliteEventStore
+
+        return SqliteEventStore(directory / "e2e.db", synchronous="FULL")
+    if kind == "memory":
+        from stores.memory import MemoryEventStore
+
+        return MemoryEventStore()
+    if kind == "esdb":
+        from stores.esdb import EsdbEventStore
+
+        if uri is None:
+            raise ValueError("an EventStoreDB run needs the server's uri")
+        return EsdbEventStore(uri)
+    raise ValueError(f"unknown store {kind!r}; choose from {', '.join(STORES)}")
+
+
+def _wait_for_completions(
+    store: EventStore, count: int, start: float, deadline: float
+) -> tuple[int, int, float | None]:
+    """Block until ``count`` instances completed and ``count`` fines were issued.
+
+    Returns how many of each were seen and when the last instance completed (seconds after
+    ``start``). The fine is issued after its instance's ``Completed`` event is stored (the
+    command processor carries out the last ``Sent``), so the issued fines mark the end.
+    """
+    subscription = store.subscribe(None, _DONE)
+    completed = issued = 0
+    all_completed: float | None = None
+    try:
+        while completed < count or issued < count:
+            remaining = deadline - time.perf_counter()
+            if remaining <= 0:
+                break
+            item = subscription.poll(remaining)
+            if item is None or isinstance(item, CaughtUp):
+                continue
+            if item.stream == ISSUED_STREAM:
+                issued += 1
+            else:
+                completed += 1
+                if completed == count:
+                    all_completed = time.perf_counter() - start
+    finally:
+        subscription.stop()
+    return completed, issued, all_completed
+
+
+def _cpu_seconds() -> float:
+    """CPU time (user + system) this process has used, all threads together."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _peak_rss_mb() -> float:
+    # ru_maxrss is in KiB on Linux, in bytes on macOS.
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024
+
+
+def run_once(kind: str, n: int, directory: Path, uri: str | None, timeout: float) -> dict[str, Any]:
+    """One end-to-end run in this process; its figures as a JSON-ready dict."""
+    app = make_app()
+    store = _open_store(kind, directory, uri)
+    try:
+        publish_start = time.perf_counter()
+        for index in range(n):
+            report = PoliceReportPublished(
+                police_report_id=f"pr_{index:06d}",
+                offense=SpeedingViolation(maximum_speed="50 km/h", measured_speed="72 km/h"),
+            )
+            app.publish(store, report, stream=REPORTS_STREAM)
+        published = time.perf_counter() - publish_start
+        rss_before = _peak_rss_mb()
+        service = Service(app, store)
+        cpu_start = _cpu_seconds()
+        start = time.perf_counter()
+        service.start()
+        try:
+            completed, issued, all_completed = _wait_for_completions(
+                store, n, start, start + timeout
+            )
+            seconds = time.perf_counter() - start
+            cpu = _cpu_seconds() - cpu_start
+        finally:
+            service.stop()
+        stored_issued = len(store.read_stream(ISSUED_STREAM))
+        errors = [repr(error) for error in service.errors]
+        workflow_processor = service.processor(f"workflow.{workflow.name}")
+        stats = {
+            name: getattr(workflow_processor, name)
+            for name in ("handled", "group_commits", "conflicts")
+            if isinstance(getattr(workflow_processor, name, None), int)
+        }
+    finally:
+        store.close()
+    return {
+        "store": kind,
+        "n": n,
+        "completed": completed,
+        "issued": issued,
+        "stored_issued": stored_issued,
+        "seconds": seconds,
+        "seconds_to_last_completed": all_completed,
+        "cpu_seconds": cpu,
+        "workflows_per_s": issued / seconds,
+        "publish_seconds": published,
+        "peak_rss_mb": _peak_rss_mb(),
+        "peak_rss_before_service_mb": rss_before,
+        "errors": errors,
+        "workflow_processor": stats,
+    }
+
+
+def _child_main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.end_to_end")
+    parser.add_argument("--store", choices=STORES, required=True)
+    parser.add_argument("--n", type=int, required=True)
+    parser.add_argument("--dir", type=Path, required=True)
+    parser.add_argument("--uri", default=None)
+    parser.add_argument("--timeout", type=float, default=600.0)
+    args = parser.parse_args(argv)
+    print(json.dumps(run_once(args.store, args.n, args.dir, args.uri, args.timeout)), flush=True)
+    return 0
+
+
+def _python_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        part for part in (str(_ROOT), env.get("PYTHONPATH", "")) if part
+    )
+    return env
+
+
+@contextmanager
+def esdb_test_server() -> Iterator[str]:
+    """An EventStoreDB test server in its own process (so it does not share our GIL); its uri."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "stores.esdb_testserver", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=_ROOT,
+        env=_python_env(),
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        if "esdb://" not in line:
+            process.kill()
+            _, err = process.communicate()
+            raise RuntimeError(f"the EventStoreDB test server did not start: {line!r} {err}")
+        yield line[line.index("esdb://") :].strip()
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+class RunFailed(RuntimeError):
+    """An end-to-end run crashed, timed out, or did not complete every workflow cleanly."""
+
+
+def run_in_child(kind: str, n: int, timeout: float, uri: str | None = None) -> dict[str, Any]:
+    """One end-to-end run in a fresh Python process; :class:`RunFailed` unless it completed."""
+    with tempfile.TemporaryDirectory(prefix="decider-bench-") as directory:
+        command = [sys.executable, "-m", "benchmarks.end_to_end"]
+        command += ["--store", kind, "--n", str(n), "--dir", directory, "--timeout", str(timeout)]
+        if uri is not None:
+            command += ["--uri", uri]
+        try:
+            done = subprocess.run(
+                command,
+                capture_output=True,
+                text=True,
+                cwd=_ROOT,
+                env=_python_env(),
+                timeout=timeout + 60,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise RunFailed(f"{kind} N={n}: the run did not end within {timeout + 60}s") from exc
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        raise RunFailed(f"{kind} N={n}: exit status {done.returncode}: {done.stderr[-2000:]}")
+    result: dict[str, Any] = json.loads(lines[-1])
+    counts = (result["completed"], result["issued"], result["stored_issued"])
+    if counts != (n, n, n) or result["errors"]:
+        raise RunFailed(
+            f"{kind} N={n}: completed/issued/stored {counts} of {n} after"
+            f" {result['seconds']:.1f}s, errors {result['errors'][:3]}"
+        )
+    return result
+
+
+def best_of_runs(kind: str, n: int, timeout: float, repeats: int) -> dict[str, Any]:
+    """The fastest of ``repeats`` runs (the others' times listed in it).
+
+    On a shared machine the spread between runs is wide and one-sided (other work only ever
+    slows a run down), so the fastest run is the best estimate of what the code can do. An
+    EventStoreDB run gets a fresh test server, so each starts from an empty log.
+    """
+    runs = []
+    for _ in range(repeats):
+        if kind == "esdb":
+            with esdb_test_server() as uri:
+                runs.append(run_in_child(kind, n, timeout, uri))
+        else:
+            runs.append(run_in_child(kind, n, timeout))
+    best = min(runs, key=lambda run: float(run["seconds"]))
+    return {**best, "repeats": repeats, "all_seconds": [run["seconds"] for run in runs]}
+
+
+def _rate_figure(key: str, run: dict[str, Any], raw_rate: float, target: Target | None) -> Figure:
+    return Figure(
+        key=key,
+        title=f"5. {run['store']}: workflows, N={run['n']:,}",
+        unit="workflows/s",
+        rate=run["workflows_per_s"],
+        baseline="R = raw SQLite INSERT+COMMIT/s, same durability (figure 3a baseline)",
+        baseline_rate=raw_rate,
+        ratio=run["workflows_per_s"] / raw_rate,
+        ratio_is="workflows/s / R (higher is better)",
+        target=target,
+        note=(
+            f"{run['seconds']:.2f}s ({run['cpu_seconds']:.2f}s CPU)"
+            " from service start to the last fine issued"
+            f" (last Completed at {run['seconds_to_last_completed']:.2f}s),"
+            f" peak RSS {run['peak_rss_mb']:.0f} MB"
+            f" ({run['peak_rss_before_service_mb']:.0f} MB before the service started);"
+            f" best of {run['repeats']}: " + ", ".join(f"{t:.2f}s" for t in run["all_seconds"])
+        ),
+        extra=run,
+    )
+
+
+def measure(
+    sqlite_sizes: Sequence[int],
+    memory_sizes: Sequence[int],
+    esdb_sizes: Sequence[int],
+    timeout: float,
+    raw_rate: float,
+    repeats: int = 1,
+    progress: Callable[[str], None] | None = None,
+) -> list[Result]:
+    """Figure 5: workflows/s per store and size, against ``raw_rate`` (R); SQLite's growth.
+
+    A run that fails becomes a pending figure naming what went wrong; the others still count.
+    """
+    say = progress or (lambda _: None)
+    results: list[Result] = []
+    runs: dict[tuple[str, int], dict[str, Any]] = {}
+    plan = [("sqlite", sqlite_sizes), ("memory", memory_sizes), ("esdb", esdb_sizes)]
+    for kind, sizes in plan:
+        for n in sizes:
+            key = f"e2e_{kind}_{n}"
+            try:
+                run = best_of_runs(kind, n, timeout, repeats)
+            except RunFailed as exc:
+                say(f"  {kind} N={n}: FAILED {exc}")
+                results.append(Pending(key, f"5. {kind}: workflows, N={n:,}", f"failed: {exc}"))
+                continue
+            say(f"  {kind} N={n}: " + ", ".join(f"{t:.2f}s" for t in run["all_seconds"]))
+            runs[kind, n] = run
+            target = Target(">=", 0.3) if kind == "sqlite" else None
+            results.append(_rate_figure(key, run, raw_rate, target))
+        if kind == "sqlite" and len(sizes) >= 2:
+            results.append(_growth(runs, sizes[0], sizes[-1]))
+    return results
+
+
+def _growth(runs: dict[tuple[str, int], dict[str, Any]], small_n: int, big_n: int) -> Result:
+    """How the SQLite run's time grows from the smallest N to the largest."""
+    title = f"5. sqlite: time N={big_n:,} vs N={small_n:,}"
+    small, big = runs.get(("sqlite", small_n)), runs.get(("sqlite", big_n))
+    if small is None or big is None:
+        return Pending("e2e_sqlite_growth", title, "a SQLite run failed")
+    scale = big_n / small_n
+    return Figure(
+        key="e2e_sqlite_growth",
+        title=title,
+        unit="workflows/s",
+        rate=big["workflows_per_s"],
+        baseline=f"the N={small_n:,} run",
+        baseline_rate=small["workflows_per_s"],
+        ratio=big["seconds"] / small["seconds"],
+        ratio_is=f"time of N={big_n} / time of N={small_n} (linear: {scale:g}x)",
+        target=Target("<=", round(1.1 * scale, 3)),
+        note=f"CPU seconds grew {big['cpu_seconds'] / small['cpu_seconds']:.1f}x",
+        extra={"small": small, "big": big},
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(_child_main())

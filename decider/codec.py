@@ -1,0 +1,268 @@
+"""The codec: messages and workflow events to and from (type name, JSON bytes, metadata JSON).
+
+Stored type names are the message's registered name, and for a workflow event the event's
+kind and the message's name joined by a colon, so a reader of the raw log sees both::
+
+    Began                         {}
+    InitiatedBy:fines.PoliceReportPublished   {...the message...}
+    Sent:fines.GenerateTrafficFineSystemNumber {...the message...}
+    Scheduled:orders.PaymentTimedOut          {"after": 900.0, "message": {...}}
+    Ignored:fines.PoliceReportPublished       {"reason": "...", "message": {...}}
+    Completed                     {}
+
+Only registered types decode: a type name found in data is looked up in the registry and
+never imported. An upcaster turns an old stored shape into the current one before it is
+structured.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any, TypeAlias
+
+from cattrs.preconf.json import make_converter
+
+from decider.errors import DeciderError, DecodeError, UnknownMessageType
+from decider.events import (
+    Began,
+    Completed,
+    Ignored,
+    InitiatedBy,
+    Published,
+    Received,
+    Replied,
+    Scheduled,
+    Sent,
+    WorkflowEvent,
+)
+from decider.messages import REGISTRY, Envelope, MessageRegistry, Metadata
+
+JSON: TypeAlias = dict[str, Any]
+Upcaster: TypeAlias = Callable[[JSON], JSON]
+
+_WRAPPING: dict[str, type[Any]] = {
+    "InitiatedBy": InitiatedBy,
+    "Received": Received,
+    "Replied": Replied,
+    "Sent": Sent,
+    "Published": Published,
+}
+_KIND_OF: dict[type[Any], str] = {cls: kind for kind, cls in _WRAPPING.items()}
+_EMPTY = b"{}"
+
+EVENT_KINDS: tuple[str, ...] = (
+    "Began",
+    "InitiatedBy",
+    "Received",
+    "Replied",
+    "Sent",
+    "Published",
+    "Scheduled",
+    "Completed",
+    "Ignored",
+)
+"""The kinds of workflow event, the first part of their stored type names."""
+
+
+def event_kind(type_name: str) -> str | None:
+    """The workflow event kind of a stored type name, or ``None`` for a plain message.
+
+    >>> event_kind("Sent:fines.IssueTrafficFine"), event_kind("fines.IssueTrafficFine")
+    ('Sent', None)
+    """
+    kind = type_name.partition(":")[0]
+    return kind if kind in EVENT_KINDS else None
+
+
+class Codec:
+    """Encodes and decodes the messages of one registry and the workflow events over them.
+
+    ``encode_*`` raise :class:`UnknownMessageType` for an unregistered message;
+    ``decode_*`` raise :class:`DecodeError` (naming the type and the reason) for bytes that
+    are not valid JSON, do not fit the type, or name a type that is not registered.
+    """
+
+    def __init__(self, registry: MessageRegistry = REGISTRY) -> None:
+        self.registry = registry
+        self.converter = make_converter()
+        self.converter.register_unstructure_hook(timedelta, timedelta.total_seconds)
+        self.converter.register_structure_hook(timedelta, lambda v, _: timedelta(seconds=v))
+        self._upcasters: dict[str, tuple[str, Upcaster]] = {}
+
+    def add_upcaster(self, stored_name: str, upcast: Upcaster, *, to: str | None = None) -> None:
+        """Upgrade stored messages of type ``stored_name`` with ``upcast`` when decoding.
+
+        ``upcast`` receives the stored JSON object and returns the current one; ``to`` names
+        the registered type it then decodes as (default: the same name). Upcasters chain:
+        ``v1 -> v2 -> current``.
+
+        WARNING: an upcaster registered under the same name as its target also runs on data
+        already in the current shape, so it must be idempotent; prefer versioned names
+        (``x.v1`` -> ``x.v2``).
+        """
+        self._upcasters[stored_name] = (to or stored_name, upcast)
+
+    # -- messages -------------------------------------------------------------------------
+
+    def encode_message(self, message: object) -> tuple[str, bytes]:
+        """A registered message as (type name, JSON bytes)."""
+        name = self.registry.name_of(type(message))
+        return name, self._dumps(self.converter.unstructure(message))
+
+    def decode_message(self, type_name: str, data: bytes) -> Any:
+        """The message of a stored type name and JSON bytes."""
+        return self._structure_message(type_name, self._loads(type_name, data))
+
+    def encode_envelope(self, envelope: Envelope[Any]) -> tuple[str, bytes, bytes]:
+        """A message and its metadata as (type name, JSON bytes, metadata JSON bytes)."""
+        type_name, data = self.encode_message(envelope.message)
+        return type_name, data, self.encode_metadata(envelope.metadata)
+
+    def decode_envelope(self, type_name: str, data: bytes, metadata: bytes) -> Envelope[Any]:
+        """The message and metadata of a stored type name, JSON bytes and metadata JSON."""
+        return Envelope(self.decode_message(type_name, data), self.decode_metadata(metadata))
+
+    # -- workflow events -----------------------------------------------------------------
+
+    def encode_event(self, event: WorkflowEvent[Any, Any]) -> tuple[str, bytes]:
+        """A workflow event as (stored type name, JSON bytes)."""
+        if isinstance(event, Began | Completed):
+            return type(event).__name__, _EMPTY
+        if isinstance(event, Scheduled):
+            name, body = self._unstructure(event.message)
+            doc: JSON = {"after": event.after.total_seconds(), "message": body}
+            return f"Scheduled:{name}", self._dumps(doc)
+        if isinstance(event, Ignored):
+            name, body = self._unstructure(event.message)
+            return f"Ignored:{name}", self._dumps({"reason": event.reason, "message": body})
+        kind = _KIND_OF.get(type(event))
+        if kind is None:
+            raise DeciderError(f"{event!r} is not a workflow event")
+        name, body = self._unstructure(event.message)
+        return f"{kind}:{name}", self._dumps(body)
+
+    def decode_event(self, type_name: str, data: bytes) -> WorkflowEvent[Any, Any]:
+        """The workflow event of a stored type name and JSON bytes."""
+        kind, _, name = type_name.partition(":")
+        if type_name == "Began":
+            return Began()
+        if type_name == "Completed":
+            return Completed()
+        if not name:
+            raise DecodeError(type_name, "not a workflow event type")
+        doc = self._loads(type_name, data)
+        if kind == "Scheduled":
+            after, body = (
+                self._field(type_name, doc, "after"),
+                self._field(type_name, doc, "message"),
+            )
+            if not isinstance(after, int | float) or after < 0:
+                raise DecodeError(
+                    type_name, f"'after' must be a non-negative number, got {after!r}"
+                )
+            return Scheduled(timedelta(seconds=after), self._structure_message(name, body))
+        if kind == "Ignored":
+            reason, body = (
+                self._field(type_name, doc, "reason"),
+                self._field(type_name, doc, "message"),
+            )
+            return Ignored(self._structure_message(name, body), str(reason))
+        cls = _WRAPPING.get(kind)
+        if cls is None:
+            raise DecodeError(type_name, f"unknown workflow event kind {kind!r}")
+        wrapped: WorkflowEvent[Any, Any] = cls(self._structure_message(name, doc))
+        return wrapped
+
+    # -- metadata --------------------------------------------------------------------------
+
+    def encode_metadata(self, metadata: Metadata) -> bytes:
+        """Metadata as JSON bytes; absent fields are left out."""
+        doc: JSON = {"message_id": metadata.message_id}
+        if metadata.correlation_id is not None:
+            doc["correlation_id"] = metadata.correlation_id
+        if metadata.causation_id is not None:
+            doc["causation_id"] = metadata.causation_id
+        if metadata.recorded_at is not None:
+            doc["recorded_at"] = metadata.recorded_at.isoformat()
+        return self._dumps(doc)
+
+    def decode_metadata(self, data: bytes) -> Metadata:
+        """Metadata from JSON bytes."""
+        doc = self._loads("metadata", data)
+        if not isinstance(doc.get("message_id"), str):
+            raise DecodeError("metadata", "'message_id' is missing or not a string")
+        for key in ("correlation_id", "causation_id"):
+            if doc.get(key) is not None and not isinstance(doc[key], str):
+                raise DecodeError("metadata", f"{key!r} must be a string, got {doc[key]!r}")
+        recorded = doc.get("recorded_at")
+        try:
+            return Metadata(
+                message_id=doc["message_id"],
+                correlation_id=doc.get("correlation_id"),
+                causation_id=doc.get("causation_id"),
+                recorded_at=datetime.fromisoformat(recorded) if recorded else None,
+            )
+        except (TypeError, ValueError) as exc:
+            raise DecodeError("metadata", str(exc)) from exc
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _unstructure(self, message: object) -> tuple[str, Any]:
+        return self.registry.name_of(type(message)), self.converter.unstructure(message)
+
+    def _structure_message(self, type_name: str, doc: Any) -> Any:
+        seen: set[str] = set()
+        while type_name in self._upcasters and type_name not in seen:
+            seen.add(type_name)
+            if not isinstance(doc, dict):
+                raise DecodeError(type_name, "expected a JSON object")
+            target, upcast = self._upcasters[type_name]
+            try:
+                doc = upcast(doc)
+            except Exception as exc:
+                raise DecodeError(type_name, f"upcasting to {target!r} failed: {exc!r}") from exc
+            type_name = target
+        try:
+            cls = self.registry.class_of(type_name)
+        except UnknownMessageType:
+            raise DecodeError(type_name, "the type is not registered") from None
+        if not isinstance(doc, dict):
+            raise DecodeError(type_name, "expected a JSON object")
+        try:
+            return self.converter.structure(doc, cls)
+        except Exception as exc:
+            raise DecodeError(type_name, _describe(exc)) from exc
+
+    @staticmethod
+    def _field(type_name: str, doc: JSON, key: str) -> Any:
+        if key not in doc:
+            raise DecodeError(type_name, f"the field {key!r} is missing")
+        return doc[key]
+
+    @staticmethod
+    def _dumps(doc: Any) -> bytes:
+        return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
+
+    @staticmethod
+    def _loads(type_name: str, data: bytes) -> JSON:
+        try:
+            doc = json.loads(data)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise DecodeError(type_name, f"invalid JSON: {exc}") from exc
+        if not isinstance(doc, dict):
+            raise DecodeError(type_name, "expected a JSON object")
+        return doc
+
+
+def _describe(exc: Exception) -> str:
+    """A one-line reason from a cattrs error, which may group several."""
+    subs = getattr(exc, "exceptions", None)
+    if subs:
+        parts = []
+        for sub in subs:
+            notes = getattr(sub, "__notes__", [])
+            parts.append(f"{'; '.join(notes)}: {sub!r}" if notes else repr(sub))
+        return "; ".join(parts)
+    return repr(exc)

@@ -1,0 +1,57 @@
+"""processors: run workflows as a service on any event store of the ``stores`` protocol.
+
+An :class:`App` registers workflows (with their inputs and routes), command handlers and target
+streams; a :class:`Service` runs its workflow, command and timer processors as threads;
+:func:`show`, :func:`status`, :func:`list_parked` and :func:`retry_parked` are the operator's
+views. See docs/processors.md for the guarantees and the stream names.
+"""
+
+from processors.app import App, Handler, HandlerResult, Route, by_correlation
+from processors.base import LOGGER
+from processors.clock import Clock, FakeClock, Signal, SystemClock
+from processors.errors import AppDefinitionError, ConflictsExhausted, NotParked, ProcessorError
+from processors.messages import CommandFailed, CommandParked, InputSkipped, ParkedCommandRetried
+from processors.queries import (
+    HistoryEntry,
+    InstanceStatus,
+    InstanceView,
+    ParkedCommand,
+    list_parked,
+    retry_parked,
+    show,
+    status,
+)
+from processors.retry import HandlerFailure, RetryPolicy
+from processors.service import Service
+
+__all__ = [
+    "LOGGER",
+    "App",
+    "AppDefinitionError",
+    "Clock",
+    "CommandFailed",
+    "CommandParked",
+    "ConflictsExhausted",
+    "FakeClock",
+    "Handler",
+    "HandlerFailure",
+    "HandlerResult",
+    "HistoryEntry",
+    "InputSkipped",
+    "InstanceStatus",
+    "InstanceView",
+    "NotParked",
+    "ParkedCommand",
+    "ParkedCommandRetried",
+    "ProcessorError",
+    "RetryPolicy",
+    "Route",
+    "Service",
+    "Signal",
+    "SystemClock",
+    "by_correlation",
+    "list_parked",
+    "retry_parked",
+    "show",
+    "status",
+]

@@ -1,0 +1,82 @@
+"""Text views of the operator queries: an instance's history, the instances' status, parked
+commands. Each returns lines, so the demo and tests use exactly what ``decider`` prints."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime, timedelta
+
+from decider import Lifecycle, Metadata
+from processors.app import App
+from processors.queries import InstanceStatus, InstanceView, ParkedCommand
+
+_CLOSE = timedelta(seconds=1)
+
+
+def instance_lines(app: App, view: InstanceView) -> list[str]:
+    """Every event of the instance (revision, position, recorded time, type, payload, metadata),
+    then its folded state and status."""
+    lines = [
+        f"{view.stream}  (workflow {view.workflow}, {view.status.value}, "
+        f"{len(view.history)} event{'s' if len(view.history) != 1 else ''})"
+    ]
+    for entry in view.history:
+        _, data = app.codec.encode_event(entry.event)
+        lines.append(
+            f"  #{entry.revision:<3} {entry.type}  @{entry.position}  "
+            f"{entry.recorded_at.isoformat(timespec='milliseconds')}"
+        )
+        lines.append(f"        event:    {data.decode()}")
+        lines.append(f"        metadata: {_metadata(entry.metadata, entry.recorded_at)}")
+    lines.append(f"  state:  {view.state!r}")
+    lines.append(f"  status: {view.status.value}")
+    return lines
+
+
+def _metadata(metadata: Metadata, stored_at: datetime) -> str:
+    parts = [f"message_id={metadata.message_id}"]
+    if metadata.correlation_id is not None:
+        parts.append(f"correlation_id={metadata.correlation_id}")
+    if metadata.causation_id is not None:
+        parts.append(f"causation_id={metadata.causation_id}")
+    # The service clock's stamp, shown only where it differs from the store's (a FakeClock).
+    if metadata.recorded_at is not None and abs(metadata.recorded_at - stored_at) > _CLOSE:
+        parts.append(f"recorded_at={metadata.recorded_at.isoformat(timespec='milliseconds')}")
+    return " ".join(parts)
+
+
+def status_lines(
+    app: App, instances: list[InstanceStatus], parked: list[ParkedCommand], limit: int
+) -> list[str]:
+    """Counts per workflow and status, up to ``limit`` stream names per status, then the parked
+    commands."""
+    lines = [f"app {app.name}: {len(instances)} instance{'s' if len(instances) != 1 else ''}"]
+    per_workflow = Counter((i.workflow, i.status) for i in instances)
+    for name in sorted({i.workflow for i in instances} or app.workflows):
+        running = per_workflow[name, Lifecycle.RUNNING]
+        completed = per_workflow[name, Lifecycle.COMPLETED]
+        lines.append(f"  {name}: running {running}, completed {completed}")
+    for lifecycle in (Lifecycle.RUNNING, Lifecycle.COMPLETED):
+        streams = [i.stream for i in instances if i.status is lifecycle]
+        if not streams:
+            continue
+        shown = streams[:limit]
+        more = f", first {len(shown)}" if len(shown) < len(streams) else ""
+        lines.append(f"{lifecycle.value} ({len(streams)}{more}):")
+        lines.extend(f"  {stream}" for stream in shown)
+    lines.extend(parked_lines(parked))
+    return lines
+
+
+def parked_lines(parked: list[ParkedCommand]) -> list[str]:
+    """One line per parked command: id, type, where it was sent, attempts, when, why."""
+    if not parked:
+        return ["parked commands: none"]
+    lines = [f"parked commands ({len(parked)}):"]
+    for command in parked:
+        lines.append(
+            f"  {command.command_id}  {command.command_type}  "
+            f"{command.stream}@{command.revision}  attempts={command.attempts}  "
+            f"parked_at={command.parked_at.isoformat(timespec='seconds')}  {command.reason}"
+        )
+    return lines

@@ -1,0 +1,71 @@
+"""The messages the processors themselves write, registered like any other message.
+
+- ``decider.CommandFailed``: fed back to a workflow instance as an input when one of its
+  commands is parked, so ``decide`` can compensate (only to workflows that list it as input);
+- ``decider.CommandParked`` / ``decider.ParkedCommandRetried``: the parked-command ledger,
+  stream ``decider-parked-<app name>``;
+- ``decider.InputSkipped``: a poison input a processor skipped, stream
+  ``decider-skipped-<processor name>``.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from decider import message
+
+
+@message("decider.CommandFailed")
+@attrs.frozen(kw_only=True)
+class CommandFailed:
+    """A command the workflow sent could not be carried out and was parked.
+
+    ``command_id`` is the id of the workflow event that recorded the command, ``reason`` the
+    last failure, ``attempts`` how many times it was tried.
+    """
+
+    command_id: str
+    command_type: str
+    reason: str
+    attempts: int
+
+
+@message("decider.CommandParked")
+@attrs.frozen(kw_only=True)
+class CommandParked:
+    """A command was set aside after its retries ran out (or its failure was final).
+
+    ``stream`` and ``revision`` locate the workflow event that recorded it.
+    """
+
+    command_id: str
+    command_type: str
+    stream: str
+    revision: int
+    reason: str
+    attempts: int
+
+
+@message("decider.ParkedCommandRetried")
+@attrs.frozen(kw_only=True)
+class ParkedCommandRetried:
+    """Someone asked for a parked command to be carried out again."""
+
+    command_id: str
+    command_type: str
+    stream: str
+    revision: int
+
+
+@message("decider.InputSkipped")
+@attrs.frozen(kw_only=True)
+class InputSkipped:
+    """A processor skipped a stored event it could not handle; the event itself is untouched."""
+
+    processor: str
+    reason: str
+    stream: str
+    revision: int
+    position: int
+    event_type: str
+    event_id: str

@@ -1,0 +1,199 @@
+"""Read-only views for operators (and the CLI): instances, their status, parked commands.
+
+Everything here reads the store through the protocol; nothing needs a running service.
+``retry_parked`` is the one writer: it appends a request that the command processor acts on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+import attrs
+
+from decider import Envelope, Lifecycle, Metadata, WorkflowEvent, advance, event_id, start
+from processors.app import App, parked_stream
+from processors.errors import ConflictsExhausted, NotParked
+from processors.messages import CommandParked, ParkedCommandRetried
+from stores.decoding import decode_event, decode_metadata
+from stores.errors import WrongExpectedVersion
+from stores.protocol import EventStore, Filter, NewEvent, RecordedEvent
+
+_PAGE = 1000
+_RACES = 5
+
+
+@attrs.frozen
+class HistoryEntry:
+    """One event of an instance's stream, decoded."""
+
+    revision: int
+    position: int
+    type: str
+    event: WorkflowEvent[Any, Any]
+    metadata: Metadata
+    recorded_at: datetime
+
+
+@attrs.frozen
+class InstanceView:
+    """An instance as stored: its events, and the state and status they fold to."""
+
+    stream: str
+    workflow: str
+    history: list[HistoryEntry]
+    state: Any
+    status: Lifecycle
+
+
+@attrs.frozen
+class InstanceStatus:
+    """One instance stream and its lifecycle status."""
+
+    stream: str
+    workflow: str
+    status: Lifecycle
+
+
+@attrs.frozen
+class ParkedCommand:
+    """A command set aside after its retries, until someone retries it."""
+
+    command_id: str
+    command_type: str
+    stream: str
+    revision: int
+    reason: str
+    attempts: int
+    parked_at: datetime
+
+
+def show(store: EventStore, app: App, stream: str) -> InstanceView:
+    """The history, folded state and status of the instance stream ``stream``.
+
+    Raises :class:`KeyError` if no workflow of ``app`` owns the stream, and
+    :class:`~stores.errors.CorruptEvent` (naming the revision) for an event that cannot be decoded.
+    """
+    registration = app.workflow_of_stream(stream)
+    if registration is None:
+        known = ", ".join(sorted(app.workflows)) or "none"
+        raise KeyError(f"{stream!r} is not the stream of a workflow of {app.name!r} ({known})")
+    workflow = registration.workflow
+    history = [
+        HistoryEntry(
+            revision=record.revision,
+            position=record.position,
+            type=record.type,
+            event=decode_event(app.codec, record),
+            metadata=decode_metadata(app.codec, record),
+            recorded_at=record.recorded_at,
+        )
+        for record in _read_stream(store, stream)
+    ]
+    instance = advance(workflow, start(workflow), (entry.event for entry in history))
+    return InstanceView(stream, workflow.name, history, instance.state, instance.status)
+
+
+def status(store: EventStore, app: App, workflow: str | None = None) -> list[InstanceStatus]:
+    """Every instance of ``app``'s workflows (or of one) with its status, by first appearance.
+
+    Reads only the ``Began`` and ``Completed`` events (nothing is decoded).
+    """
+    registrations = [r for name, r in app.workflows.items() if workflow is None or name == workflow]
+    if not registrations:
+        raise KeyError(f"no workflow {workflow!r} in app {app.name!r}")
+    wanted = {r.workflow.name for r in registrations}
+    found: dict[str, InstanceStatus] = {}
+    filter = Filter(
+        stream_prefixes=tuple(r.stream_prefix for r in registrations),
+        event_types=("Began", "Completed"),
+    )
+    for record in _read_all(store, filter):
+        owner = app.workflow_of_stream(record.stream)
+        if owner is None or owner.workflow.name not in wanted:
+            continue
+        state = Lifecycle.COMPLETED if record.type == "Completed" else Lifecycle.RUNNING
+        if found.get(record.stream) is None or state is Lifecycle.COMPLETED:
+            found[record.stream] = InstanceStatus(record.stream, owner.workflow.name, state)
+    return list(found.values())
+
+
+def list_parked(store: EventStore, app: App) -> list[ParkedCommand]:
+    """The commands of ``app`` that are parked now (parked, and not retried since)."""
+    return [command for command, _ in _parked(app, _read_stream(store, parked_stream(app.name)))]
+
+
+def _parked(app: App, ledger: list[RecordedEvent]) -> list[tuple[ParkedCommand, RecordedEvent]]:
+    """The commands parked now in ``ledger``, each with its last park record."""
+    parked: dict[str, tuple[ParkedCommand, RecordedEvent]] = {}
+    for record in ledger:
+        message = app.codec.decode_message(record.type, record.data)
+        if isinstance(message, CommandParked):
+            command = ParkedCommand(
+                command_id=message.command_id,
+                command_type=message.command_type,
+                stream=message.stream,
+                revision=message.revision,
+                reason=message.reason,
+                attempts=message.attempts,
+                parked_at=record.recorded_at,
+            )
+            parked[message.command_id] = (command, record)
+        elif isinstance(message, ParkedCommandRetried):
+            parked.pop(message.command_id, None)
+    return list(parked.values())
+
+
+def retry_parked(store: EventStore, app: App, command_id: str) -> str:
+    """Re-queue a parked command: the command processor carries it out again.
+
+    Returns the id of the retry request. Raises :class:`~processors.errors.NotParked` if the
+    command is not parked now, which includes a command already re-queued (a retry request
+    follows its last park), even by a concurrent call: one park is retried at most once. If it
+    fails again, it is parked again (and the workflow gets another ``decider.CommandFailed``).
+    :class:`~processors.errors.ConflictsExhausted` if the ledger kept changing under the call.
+    """
+    stream = parked_stream(app.name)
+    for _ in range(_RACES):
+        ledger = _read_stream(store, stream)
+        found = {c.command_id: (c, record) for c, record in _parked(app, ledger)}
+        if command_id not in found:
+            raise NotParked(app.name, command_id)
+        command, park = found[command_id]
+        request = ParkedCommandRetried(
+            command_id=command.command_id,
+            command_type=command.command_type,
+            stream=command.stream,
+            revision=command.revision,
+        )
+        # One request per park: a command parked again may be retried again.
+        new_id = event_id(stream, f"{command_id}/retry/{park.id}", 0)
+        metadata = Metadata(message_id=str(new_id), causation_id=command_id)
+        type_name, data, encoded = app.codec.encode_envelope(Envelope(request, metadata))
+        new = NewEvent(new_id, type_name, data, encoded)
+        try:
+            # The ledger as read: a request written since (by another call) is seen next turn.
+            store.append(stream, [new], ledger[-1].revision)
+        except WrongExpectedVersion:
+            continue
+        return str(new_id)
+    raise ConflictsExhausted(stream, _RACES)
+
+
+def _read_stream(store: EventStore, stream: str) -> list[RecordedEvent]:
+    events: list[RecordedEvent] = []
+    while page := store.read_stream(stream, len(events), _PAGE):
+        events.extend(page)
+        if len(page) < _PAGE:
+            break
+    return events
+
+
+def _read_all(store: EventStore, filter: Filter) -> Iterator[RecordedEvent]:
+    after: int | None = None
+    while page := store.read_all(after, _PAGE, filter):
+        yield from page
+        if len(page) < _PAGE:
+            return
+        after = page[-1].position

@@ -1,0 +1,228 @@
+"""The Service: every processor of an App in one process, as threads.
+
+::
+
+    service = Service(app, store, clock=SystemClock())
+    service.start()
+    service.wait_until(lambda: ..., timeout=10)   # or service.wait_idle(timeout=10)
+    service.stop()                                # or: service.run_forever() (SIGINT/SIGTERM)
+
+One workflow processor per workflow, one command processor, one timer processor. Each resumes
+from its stored checkpoint, so a service started again (or a new one on the same store) goes on
+where the last one stopped. ``stop()`` lets each processor finish the batch in hand and store
+its checkpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
+
+from processors.app import App
+from processors.base import LOGGER, Context, Processor
+from processors.clock import Clock, Signal, SystemClock
+from processors.command_processor import CommandProcessor
+from processors.timer_processor import TimerProcessor
+from processors.workflow_processor import WorkflowProcessor
+from stores.protocol import CheckpointStore, EventStore
+
+_SAFETY_RECHECK = 0.05
+
+
+class Service:
+    """Runs an App's processors on a store until stopped.
+
+    Guarantees: every input is handled at least once and takes effect once (derived ids,
+    expected revisions, message-id deduplication); checkpoints only move past work that is
+    stored. The store must implement :class:`~stores.protocol.CheckpointStore`; a
+    :class:`~stores.protocol.TransactionalStore` gets group commits.
+
+    WARNING: a handler's side effects outside the store may happen more than once (after a
+    crash or a retry); handlers receive the command id as an idempotency key for that.
+    """
+
+    def __init__(
+        self,
+        app: App,
+        store: EventStore,
+        clock: Clock | None = None,
+        *,
+        batch_size: int = 500,
+        cache_size: int = 20_000,
+        logger: logging.Logger = LOGGER,
+    ) -> None:
+        if not isinstance(store, CheckpointStore):
+            raise TypeError(
+                f"{type(store).__name__} cannot store checkpoints: a Service needs a store that "
+                "implements stores.protocol.CheckpointStore"
+            )
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        if not app.workflows:
+            raise ValueError(f"app {app.name!r} has no workflow to run")
+        self.app = app
+        self.store = store
+        self.clock: Clock = clock or SystemClock()
+        self.batch_size = batch_size
+        self.cache_size = cache_size
+        self.logger = logger
+        self.processors: list[Processor] = []
+        self._threads: list[threading.Thread] = []
+        self._stop = Signal()
+        self._progress = threading.Condition()
+        self._version = 0
+        self._state_lock = threading.Lock()
+
+    # -- life cycle -----------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        """Whether the processors' threads are running."""
+        return any(thread.is_alive() for thread in self._threads)
+
+    def start(self) -> None:
+        """Start every processor from its checkpoint, each on its own thread."""
+        with self._state_lock:
+            if self.running:
+                raise RuntimeError("the service is already running")
+            self._stop = Signal()
+            context = Context(
+                app=self.app,
+                store=self.store,
+                checkpoints=self.store,
+                clock=self.clock,
+                stop=self._stop,
+                progress=self._on_progress,
+                batch_size=self.batch_size,
+                logger=self.logger,
+            )
+            self.processors = [
+                WorkflowProcessor(context, registration, self.cache_size)
+                for registration in self.app.workflows.values()
+            ]
+            self.processors += [CommandProcessor(context), TimerProcessor(context)]
+            self._threads = [
+                threading.Thread(target=p.run, name=f"decider:{p.name}", daemon=True)
+                for p in self.processors
+            ]
+            for thread in self._threads:
+                thread.start()
+        self.logger.info(
+            "service %r started: %s", self.app.name, ", ".join(p.name for p in self.processors)
+        )
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop gracefully: each processor finishes its batch in hand and stores its checkpoint.
+
+        Raises :class:`TimeoutError` if a thread is still running after ``timeout`` seconds (a
+        handler that does not return).
+        """
+        self._stop.set()
+        for processor in self.processors:
+            processor.stop()
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        alive = [t.name for t in self._threads if t.is_alive()]
+        self._on_progress()
+        if alive:
+            raise TimeoutError(f"still running after {timeout}s: {', '.join(alive)}")
+        self.logger.info("service %r stopped", self.app.name)
+
+    def run_forever(self) -> None:
+        """Start, run until SIGINT or SIGTERM (or :meth:`stop` from another thread), then stop.
+
+        Signal handlers can only be installed from the main thread; elsewhere it just waits.
+        """
+        self.start()
+        stop = self._stop
+        previous: dict[signal.Signals, Any] = {}
+
+        def on_signal(signum: int, frame: FrameType | None) -> None:
+            self.logger.info("service %r: signal %d, stopping", self.app.name, signum)
+            stop.set()
+
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                previous[signum] = signal.signal(signum, on_signal)
+        try:
+            while not stop.wait(1.0):
+                pass
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+            self.stop()
+
+    def __enter__(self) -> Service:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    # -- observing ------------------------------------------------------------------------
+
+    @property
+    def errors(self) -> list[BaseException]:
+        """Unexpected errors the processors met (each then resumed from its checkpoint)."""
+        return [error for p in self.processors for error in p.errors]
+
+    def processor(self, name_suffix: str) -> Processor:
+        """The running processor whose name ends with ``name_suffix`` (e.g. ``"commands"``)."""
+        for processor in self.processors:
+            if processor.name.endswith(name_suffix):
+                return processor
+        raise KeyError(f"no processor named *{name_suffix} in {self.app.name!r}")
+
+    def wait_until(self, predicate: Callable[[], bool], timeout: float) -> bool:
+        """Wait until ``predicate()`` holds, re-checking whenever a processor makes progress.
+
+        Returns whether it held within ``timeout`` seconds.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._progress:
+                seen = self._version
+            if predicate():
+                return True
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            with self._progress:
+                # The predicate may read state that changes without progress (the store,
+                # written from outside), so it is checked again every so often too.
+                if self._version == seen:
+                    self._progress.wait(min(remaining, _SAFETY_RECHECK))
+
+    def is_idle(self) -> bool:
+        """Whether no processor has anything to do now (pending timers not yet due aside).
+
+        Each processor's committed position is compared with its filtered log, as of one
+        consistent moment; any processor that wrote since makes the answer ``False``.
+        """
+        if not self.running:
+            return False
+        with self._progress:
+            seen = self._version
+            views = [(p, p.idle_position()) for p in self.processors]
+        for processor, position in views:
+            if processor.has_due_work():
+                return False
+            if self.store.read_all(position, 1, processor.filter):
+                return False
+        with self._progress:
+            return self._version == seen
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until :meth:`is_idle`; whether it happened within ``timeout`` seconds."""
+        return self.wait_until(self.is_idle, timeout)
+
+    def _on_progress(self) -> None:
+        with self._progress:
+            self._version += 1
+            self._progress.notify_all()

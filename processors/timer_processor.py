@@ -1,0 +1,242 @@
+"""The timer processor: ``Scheduled`` events come back to their workflow when due.
+
+A ``Scheduled:<type>`` event is due at its recorded time (the service clock's time, stamped in
+its metadata by the workflow processor; else the store's) plus ``after``. When due, its message
+is appended, byte for byte, to ``timer-<scheduled event id>`` with expected ``NO_STREAM`` and a
+derived id (correlation id: the instance id), so firing twice writes once; the workflow
+processor then routes it like any input.
+
+Two threads: a reader follows the subscription and queues timers in a heap; the firer waits on
+the clock until the earliest is due or the reader brings a new one (no polling), fires what is
+due, and stores as checkpoint the position just before the oldest pending timer, so pending
+timers survive a restart (already fired ones are recognised by the idempotent append).
+"""
+
+from __future__ import annotations
+
+import collections
+import heapq
+import json
+import threading
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+import attrs
+
+from decider import Metadata, event_id
+from processors.base import Context, Processor
+from processors.clock import Signal
+from stores.protocol import NO_STREAM, Filter, NewEvent, RecordedEvent, StreamAppend
+
+_IDLE_WAIT = 3600.0
+
+
+@attrs.frozen(order=True)
+class PendingTimer:
+    """A timer waiting to fire, ordered by due time then log position."""
+
+    due: datetime
+    position: int
+    scheduled_id: str = attrs.field(order=False)
+    message_type: str = attrs.field(order=False)
+    message: bytes = attrs.field(order=False)
+    correlation_id: str | None = attrs.field(order=False)
+
+
+class TimerProcessor(Processor):
+    """Fires the due timers of every workflow of an app, once in effect."""
+
+    def __init__(self, context: Context) -> None:
+        super().__init__(context)
+        app = context.app
+        self.name = f"{app.name}.timers"
+        self.filter = Filter(
+            stream_prefixes=tuple(r.stream_prefix for r in app.workflows.values()),
+            event_type_prefixes=("Scheduled:",),
+        )
+        self.fired = 0
+        self._heap: list[PendingTimer] = []
+        self._heap_lock = threading.Lock()
+        # The checkpoint needs the oldest pending position, and the heap is ordered by due time:
+        # scanning it on every wake cost time in proportion to the pending timers. Positions
+        # are queued in log order, so the oldest is the first one not fired yet.
+        self._order: collections.deque[int] = collections.deque()
+        self._fired_positions: set[int] = set()
+        self._read_position: int | None = None
+        self._wake = Signal()
+        self._firer: threading.Thread | None = None
+        self._firer_failed = Signal()
+        self._firing = 0
+
+    @property
+    def pending(self) -> list[PendingTimer]:
+        """The timers not fired yet, earliest first."""
+        with self._heap_lock:
+            return sorted(self._heap)
+
+    def consume(self) -> None:
+        """Read timers on this thread while a second thread fires them."""
+        with self._heap_lock:
+            self._heap.clear()
+            self._order.clear()
+            self._fired_positions.clear()
+        self._read_position = self.context.checkpoints.load_checkpoint(self.name)
+        # The firer must end with the reader, not only on stop: after a reader failure, run()
+        # resubscribes, and joining a firer that waits for the stop signal would hang until then.
+        reader_done = Signal()
+        self._firer_failed = Signal()
+        firer = threading.Thread(
+            target=self._fire_loop, args=(reader_done,), name=f"{self.name}.fire", daemon=True
+        )
+        self._firer = firer
+        firer.start()
+        try:
+            super().consume()
+        finally:
+            reader_done.set()
+            self._wake.set()
+            firer.join()
+
+    def stop(self) -> None:
+        """Wake both threads so they return."""
+        super().stop()
+        self._wake.set()
+
+    def halted(self) -> bool:
+        """Whether the firing thread failed: the reader must end too, and resubscribe."""
+        return self._firer_failed.is_set()
+
+    def process(self, batch: Sequence[RecordedEvent]) -> None:
+        """Queue the batch's timers (the firer commits); record malformed ones as skipped."""
+        skips: list[StreamAppend] = []
+        timers: list[PendingTimer] = []
+        for event in batch:
+            try:
+                timers.append(self._timer(event))
+            except Exception as exc:  # any malformed data: bad JSON, shape or time
+                skips.append(self.skip(event, f"not a valid Scheduled event: {exc!r}"))
+        if skips:
+            self.commit(skips, None)
+        with self._heap_lock:
+            for timer in timers:
+                heapq.heappush(self._heap, timer)
+                self._order.append(timer.position)
+            self._read_position = batch[-1].position
+        self._wake.set()
+
+    def on_caught_up(self, item: object) -> None:
+        """Also wake the firer: history is read, it may store a checkpoint."""
+        super().on_caught_up(item)  # type: ignore[arg-type]
+        self._wake.set()
+
+    def idle_position(self) -> int | None:
+        """Everything up to the last position read is queued."""
+        return self._read_position
+
+    def has_due_work(self) -> bool:
+        """Whether a queued timer is due and not fired yet."""
+        now = self.context.clock.now()
+        with self._heap_lock:
+            return self._firing > 0 or (bool(self._heap) and self._heap[0].due <= now)
+
+    def _timer(self, event: RecordedEvent) -> PendingTimer:
+        doc = json.loads(event.data)
+        after, message = doc["after"], doc["message"]
+        if not isinstance(after, int | float) or after < 0 or not isinstance(message, dict):
+            raise ValueError("'after' must be a non-negative number and 'message' an object")
+        recorded = event.recorded_at
+        correlation = None
+        if event.metadata:
+            meta = json.loads(event.metadata)
+            correlation = meta.get("correlation_id")
+            if meta.get("recorded_at"):
+                recorded = datetime.fromisoformat(meta["recorded_at"])
+        return PendingTimer(
+            due=recorded + timedelta(seconds=after),
+            position=event.position,
+            scheduled_id=str(event.id),
+            message_type=event.type.partition(":")[2],
+            message=json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode(),
+            correlation_id=correlation if isinstance(correlation, str) else None,
+        )
+
+    # -- the firing thread ----------------------------------------------------------------
+
+    def _fire_loop(self, reader_done: Signal) -> None:
+        stop, clock = self.context.stop, self.context.clock
+        try:
+            while not stop.is_set() and not reader_done.is_set():
+                self._wake.clear()
+                self._fire_due()
+                with self._heap_lock:
+                    next_due = self._heap[0].due if self._heap else None
+                wait = _IDLE_WAIT
+                if next_due is not None:
+                    wait = max(0.0, (next_due - clock.now()).total_seconds())
+                if self._wake.is_set() or stop.is_set() or reader_done.is_set():
+                    continue
+                if wait > 0:
+                    clock.wait(self._wake, wait)
+        except Exception as exc:
+            self.errors.append(exc)
+            self.log.exception("%s: the firing thread failed; the reader resubscribes", self.name)
+            # Set before stop(): a reader that subscribes after it sees the flag (halted()).
+            self._firer_failed.set()
+            super().stop()
+
+    def _fire_due(self) -> None:
+        now = self.context.clock.now()
+        with self._heap_lock:
+            due: list[PendingTimer] = []
+            while self._heap and self._heap[0].due <= now:
+                due.append(heapq.heappop(self._heap))
+            oldest = self._oldest_pending({t.position for t in due})
+            read = self._read_position
+            self._firing = len(due)
+        checkpoint = read if oldest is None else oldest - 1
+        appends = [self._fired(timer) for timer in due]
+        if appends or (checkpoint is not None and checkpoint != self.committed):
+            try:
+                self.commit(appends, checkpoint)
+            except Exception:
+                with self._heap_lock:
+                    for timer in due:
+                        heapq.heappush(self._heap, timer)
+                raise
+            finally:
+                with self._heap_lock:
+                    self._firing = 0
+            if due:
+                with self._heap_lock:
+                    self._fired_positions.update(t.position for t in due)
+                self.fired += len(due)
+                self.log.info("%s fired %d timer(s)", self.name, len(due))
+            self.context.progress()
+
+    def _oldest_pending(self, leaving: set[int]) -> int | None:
+        """The smallest position of a queued timer not fired and not in ``leaving`` (being
+        fired now); called with the heap lock held. Amortised O(1): fired positions are dropped
+        from the front, and all of them once they outnumber the pending timers."""
+        order, fired = self._order, self._fired_positions
+        while order and order[0] in fired:
+            fired.discard(order.popleft())
+        if 2 * len(fired) > len(order) + 128:  # more fired than pending: memory stays O(pending)
+            self._order = order = collections.deque(p for p in order if p not in fired)
+            fired.clear()
+        for position in order:
+            if position not in fired and position not in leaving:
+                return position
+        return None
+
+    def _fired(self, timer: PendingTimer) -> StreamAppend:
+        stream = f"timer-{timer.scheduled_id}"
+        new_id = event_id(stream, timer.scheduled_id, 0)
+        metadata = Metadata(
+            message_id=str(new_id),
+            correlation_id=timer.correlation_id,
+            causation_id=timer.scheduled_id,
+        )
+        encoded = self.context.app.codec.encode_metadata(metadata)
+        return StreamAppend(
+            stream, [NewEvent(new_id, timer.message_type, timer.message, encoded)], NO_STREAM
+        )

@@ -1,0 +1,1 @@
+"""Sample workflows, each with its given-when-then tests under ``tests/samples``."""

@@ -1,0 +1,55 @@
+"""Event stores: one protocol, several backends, one contract suite they all pass."""
+
+from stores.errors import (
+    CorruptEvent,
+    StoreError,
+    StoreUnavailable,
+    StreamDeleted,
+    UnsupportedStoreURI,
+    WrongExpectedVersion,
+)
+from stores.protocol import (
+    ALL,
+    ANY,
+    EXISTS,
+    NO_STREAM,
+    AppendResult,
+    CaughtUp,
+    CheckpointStore,
+    EventStore,
+    ExpectedRevision,
+    Filter,
+    NewEvent,
+    RecordedEvent,
+    StreamAppend,
+    StreamState,
+    Subscription,
+    TransactionalStore,
+)
+from stores.uri import open_store
+
+__all__ = [
+    "ALL",
+    "ANY",
+    "EXISTS",
+    "NO_STREAM",
+    "AppendResult",
+    "CaughtUp",
+    "CheckpointStore",
+    "CorruptEvent",
+    "EventStore",
+    "ExpectedRevision",
+    "Filter",
+    "NewEvent",
+    "RecordedEvent",
+    "StoreError",
+    "StoreUnavailable",
+    "StreamAppend",
+    "StreamDeleted",
+    "StreamState",
+    "Subscription",
+    "TransactionalStore",
+    "UnsupportedStoreURI",
+    "WrongExpectedVersion",
+    "open_store",
+]

@@ -1,0 +1,124 @@
+"""The SQLite store's schema, statements, filter translation and row decoding."""
+
+from __future__ import annotations
+
+import functools
+import uuid
+from datetime import datetime
+
+from stores.protocol import Filter, RecordedEvent
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS events (
+    -- AUTOINCREMENT: a position is never reused, even after the newest rows are deleted.
+    position    INTEGER PRIMARY KEY AUTOINCREMENT,
+    stream      TEXT    NOT NULL,
+    revision    INTEGER NOT NULL,
+    event_id    BLOB    NOT NULL,
+    type        TEXT    NOT NULL,
+    data        BLOB    NOT NULL,
+    metadata    BLOB    NOT NULL,
+    recorded_at TEXT    NOT NULL,   -- ISO 8601, always UTC (+00:00)
+    UNIQUE (stream, revision)       -- the revision check's index, and a last line of defence
+);
+-- Finds a stream's stored ids for the idempotency check of ANY / EXISTS appends. Event ids
+-- are random (uuid5): an index keyed by the id alone takes every insert to a random page, and
+-- once it outgrows a batch each commit rewrites most of it, so the writes per event grew with
+-- the log. Keyed by stream, a batch's inserts share pages; and a stream's first event (all of
+-- a one-event stream, such as a handler's results) is left to the (stream, revision) index.
+CREATE INDEX IF NOT EXISTS events_by_stream_id ON events (stream, event_id) WHERE revision > 0;
+-- Files written before the index above have the id-only one: it is replaced.
+DROP INDEX IF EXISTS events_by_id;
+CREATE TABLE IF NOT EXISTS checkpoints (
+    name     TEXT PRIMARY KEY,
+    position INTEGER NOT NULL
+) WITHOUT ROWID;
+"""
+
+COLUMNS = "position, stream, revision, event_id, type, data, metadata, recorded_at"
+
+LAST_REVISION = "SELECT revision FROM events WHERE stream = ? ORDER BY revision DESC LIMIT 1"
+INSERT = (
+    "INSERT INTO events (stream, revision, event_id, type, data, metadata, recorded_at)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+RANGE = (
+    "SELECT event_id, revision, position FROM events"
+    " WHERE stream = ? AND revision >= ? ORDER BY revision LIMIT ?"
+)
+READ_STREAM = (
+    f"SELECT {COLUMNS} FROM events WHERE stream = ? AND revision >= ? ORDER BY revision LIMIT ?"
+)
+HEAD = "SELECT max(position) FROM events"
+LOAD_CHECKPOINT = "SELECT position FROM checkpoints WHERE name = ?"
+SAVE_CHECKPOINT = (
+    "INSERT INTO checkpoints (name, position) VALUES (?, ?)"
+    " ON CONFLICT (name) DO UPDATE SET position = excluded.position"
+)
+
+Row = tuple[int, str, int, bytes, str, bytes, bytes, str]
+
+
+@functools.lru_cache(maxsize=512)
+def find_ids_sql(count: int) -> str:
+    """The query for the stream's stored events among ``count`` ids.
+
+    Parameters: the ``count`` ids, then the stream. Revision 0 is looked up by revision (the
+    id index leaves it out). ``INDEXED BY``: without statistics SQLite would rather scan the
+    whole stream through the (stream, revision) index.
+    """
+    ids = ", ".join(f"?{number}" for number in range(1, count + 1))
+    stream = f"?{count + 1}"
+    return (
+        "SELECT event_id, revision, position FROM events INDEXED BY events_by_stream_id"
+        f" WHERE stream = {stream} AND event_id IN ({ids}) AND revision > 0"
+        " UNION ALL SELECT event_id, revision, position FROM events"
+        f" WHERE stream = {stream} AND revision = 0 AND event_id IN ({ids})"
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def read_all_sql(filter: Filter) -> tuple[str, tuple[object, ...]]:
+    """The read_all statement for ``filter`` and its filter parameters (after the position).
+
+    Parameters: ``after_position``, then the returned ones, then ``limit``.
+    """
+    clauses = ["position > ?"]
+    params: list[object] = []
+    if not filter.include_system:
+        clauses.append("substr(stream, 1, 1) <> '$' AND substr(type, 1, 1) <> '$'")
+    if filter.stream_prefixes:
+        clauses.append(_prefixes("stream", filter.stream_prefixes, params))
+    if filter.event_types or filter.event_type_prefixes:
+        options = []
+        if filter.event_types:
+            options.append(f"type IN ({', '.join('?' * len(filter.event_types))})")
+            params.extend(filter.event_types)
+        if filter.event_type_prefixes:
+            options.append(_prefixes("type", filter.event_type_prefixes, params))
+        clauses.append("(" + " OR ".join(options) + ")")
+    where = " AND ".join(clauses)
+    return f"SELECT {COLUMNS} FROM events WHERE {where} ORDER BY position LIMIT ?", tuple(params)
+
+
+def _prefixes(column: str, prefixes: tuple[str, ...], params: list[object]) -> str:
+    parts = []
+    for prefix in prefixes:
+        parts.append(f"substr({column}, 1, ?) = ?")
+        params.extend((len(prefix), prefix))
+    return "(" + " OR ".join(parts) + ")"
+
+
+def decode(row: Row) -> RecordedEvent:
+    """A stored row as a :class:`RecordedEvent`."""
+    position, stream, revision, event_id, event_type, data, metadata, recorded_at = row
+    return RecordedEvent(
+        id=uuid.UUID(bytes=event_id),
+        type=event_type,
+        data=data,
+        metadata=metadata,
+        stream=stream,
+        revision=revision,
+        position=position,
+        recorded_at=datetime.fromisoformat(recorded_at),
+    )

@@ -1,0 +1,70 @@
+"""The errors every store raises, whatever its backend.
+
+Each adapter maps its driver's errors to these in one place (``raise ... from exc``),
+so processors handle one tree::
+
+    StoreError
+    ├── WrongExpectedVersion   the stream is not at the revision the caller expected
+    ├── StreamDeleted          the stream was deleted (tombstoned) and cannot be written or read
+    ├── StoreUnavailable       the backend cannot be reached or timed out; retrying may help
+    ├── CorruptEvent           a stored event cannot be decoded (bad JSON, unknown type)
+    └── UnsupportedStoreURI    a store URI with an unknown scheme or malformed parts
+"""
+
+from __future__ import annotations
+
+
+class StoreError(Exception):
+    """Base class of every error a store raises."""
+
+
+class WrongExpectedVersion(StoreError):
+    """An append's expected revision did not match the stream's actual revision.
+
+    ``actual`` is the stream's last revision, or ``None`` when the stream does not exist.
+    Nothing of the append was written.
+    """
+
+    def __init__(self, stream: str, expected: object, actual: int | None) -> None:
+        self.stream = stream
+        self.expected = expected
+        self.actual = actual
+        shown = "no stream" if actual is None else f"revision {actual}"
+        super().__init__(
+            f"wrong expected version for stream {stream!r}: expected {expected}, actual {shown}"
+        )
+
+
+class StreamDeleted(StoreError):
+    """The stream was deleted for good; it can be neither read nor written."""
+
+    def __init__(self, stream: str) -> None:
+        self.stream = stream
+        super().__init__(f"stream {stream!r} is deleted")
+
+
+class StoreUnavailable(StoreError):
+    """The backend could not be reached, or did not answer in time. Retrying may succeed."""
+
+
+class CorruptEvent(StoreError):
+    """A stored event could not be decoded.
+
+    It names the stream and revision, so the event can be found and repaired; the other
+    events of the stream and of the log stay readable.
+    """
+
+    def __init__(self, stream: str, revision: int, reason: str) -> None:
+        self.stream = stream
+        self.revision = revision
+        self.reason = reason
+        super().__init__(f"corrupt event at {stream!r} revision {revision}: {reason}")
+
+
+class UnsupportedStoreURI(StoreError, ValueError):
+    """A store URI whose scheme is unknown or whose parts are malformed."""
+
+    def __init__(self, uri: str, reason: str) -> None:
+        self.uri = uri
+        self.reason = reason
+        super().__init__(f"unsupported store URI {uri!r}: {reason}")

@@ -1,0 +1,454 @@
+"""The EventStoreDB adapter: :class:`EsdbEventStore` over ``esdbclient``'s sync client.
+
+EventStoreDB already has our model (0-based revisions, NO_STREAM / EXISTS / ANY, idempotent
+re-appends by event id), so the adapter mostly translates names. The differences it covers:
+
+- a ``$all`` read from a position includes that position: :meth:`EsdbEventStore.read_all`
+  drops it, so ``after_position`` is exclusive as the protocol says;
+- the server filters on the stream name *or* the event type, by regex; the adapter sends the
+  more selective one and applies the rest of :class:`~stores.protocol.Filter` itself;
+- the client returns only a commit position after an append; the revision is computed from
+  the expectation (an ``int`` or ``NO_STREAM``) or looked up by event id (``ANY``/``EXISTS``).
+
+Positions are EventStoreDB commit positions. Checkpoints live in the stream
+``decider-checkpoint-<name>`` as events of type ``$decider-checkpoint``: the ``$`` type keeps
+them out of every subscription that excludes system events (ours and esdbclient's default), and
+a non-``$`` stream needs no admin rights on a secured node.
+
+Every ``esdbclient`` error is mapped to :mod:`stores.errors` in :func:`map_error`.
+
+WARNING: EventStoreDB cannot append to several streams in one transaction, so this store is
+not a :class:`~stores.protocol.TransactionalStore`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import queue
+import re
+import sys
+import threading
+import uuid
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import esdbclient
+import esdbclient.exceptions as esdb_errors
+from esdbclient import EventStoreDBClient, StreamState
+
+from stores._expectations import validate_append
+from stores.errors import (
+    StoreError,
+    StoreUnavailable,
+    StreamDeleted,
+    UnsupportedStoreURI,
+    WrongExpectedVersion,
+)
+from stores.protocol import (
+    ALL,
+    ANY,
+    EXISTS,
+    NO_STREAM,
+    AppendResult,
+    CaughtUp,
+    ExpectedRevision,
+    Filter,
+    NewEvent,
+    RecordedEvent,
+)
+
+CHECKPOINT_STREAM_PREFIX = "decider-checkpoint-"
+"""Processor ``name`` keeps its position in stream ``decider-checkpoint-<name>``."""
+CHECKPOINT_EVENT_TYPE = "$decider-checkpoint"
+"""The type of checkpoint events (``$``: a system event, excluded from user subscriptions)."""
+
+_PAGE = 1000
+_QUEUE_SIZE = 1000
+_ACTUAL_REVISION = re.compile(r"Stream position of last event is (\d+) ")
+_STATES = {NO_STREAM: StreamState.NO_STREAM, EXISTS: StreamState.EXISTS, ANY: StreamState.ANY}
+
+
+def map_error(
+    exc: Exception, stream: str = "$all", expected: ExpectedRevision | None = None
+) -> StoreError:
+    """The :mod:`stores.errors` exception for an ``esdbclient`` exception (the one place).
+
+    ``WrongCurrentVersion`` carries the actual revision only in its message, which
+    ``esdbclient`` words in two fixed ways: "Stream 'x' does not exist" and "Stream position of
+    last event is N not E".
+    """
+    if isinstance(exc, StoreError):
+        return exc
+    if isinstance(exc, esdb_errors.WrongCurrentVersion):
+        found = _ACTUAL_REVISION.search(str(exc))
+        return WrongExpectedVersion(stream, expected, int(found.group(1)) if found else None)
+    if isinstance(exc, esdb_errors.StreamIsDeleted) or (
+        isinstance(exc, esdb_errors.FailedPrecondition) and "is deleted" in str(exc)
+    ):
+        return StreamDeleted(stream)
+    if isinstance(
+        exc,
+        esdb_errors.ServiceUnavailable
+        | esdb_errors.DeadlineExceeded
+        | esdb_errors.DiscoveryFailed
+        | esdb_errors.NodeIsNotLeader,
+    ):
+        return StoreUnavailable(f"EventStoreDB did not answer: {exc!r}")
+    return StoreError(f"EventStoreDB error on {stream!r}: {exc!r}")
+
+
+def _to_recorded(event: Any) -> RecordedEvent:
+    return RecordedEvent(
+        id=event.id,
+        type=event.type,
+        data=event.data,
+        metadata=event.metadata,
+        stream=event.stream_name,
+        revision=event.stream_position,
+        position=event.commit_position,
+        recorded_at=event.recorded_at or datetime.fromtimestamp(0, UTC),
+    )
+
+
+def _to_new(event: NewEvent) -> esdbclient.NewEvent:
+    # EventStoreDB only uses the content type to decide whether projections may parse the data.
+    is_json = event.data[:1] in (b"{", b"[")
+    return esdbclient.NewEvent(
+        id=event.id,
+        type=event.type,
+        data=event.data,
+        metadata=event.metadata,
+        content_type="application/json" if is_json else "application/octet-stream",
+    )
+
+
+def server_filter(filter: Filter) -> dict[str, Any]:
+    """``esdbclient`` filter arguments that select a superset of ``filter``'s events.
+
+    Stream prefixes are the most selective, then event types; with neither, system event
+    types are excluded. The caller still applies ``filter.matches`` to what comes back.
+    """
+    if filter.stream_prefixes:
+        parts = [re.escape(p) + ".*" for p in filter.stream_prefixes]
+        return {"filter_include": ["(?:" + "|".join(parts) + ")"], "filter_by_stream_name": True}
+    if filter.event_types or filter.event_type_prefixes:
+        parts = [re.escape(t) for t in filter.event_types]
+        parts += [re.escape(p) + ".*" for p in filter.event_type_prefixes]
+        return {"filter_include": ["(?:" + "|".join(parts) + ")"], "filter_exclude": ()}
+    if filter.include_system:
+        return {"filter_exclude": ()}
+    return {"filter_exclude": [r"\$.*"]}
+
+
+class EsdbSubscription:
+    """A catch-up subscription to ``$all`` over one EventStoreDB subscription call.
+
+    A background thread reads the gRPC stream into a bounded queue, so :meth:`poll` can wait
+    with a timeout; the thread blocks in gRPC (no polling) while nothing happens.
+    :class:`CaughtUp` is yielded once, with the last position the server considered (events
+    and checkpoints, also those the local filter dropped).
+    """
+
+    _END = object()
+
+    def __init__(
+        self, client: EventStoreDBClient, after_position: int | None, filter: Filter
+    ) -> None:
+        self._filter = filter
+        self._position = after_position
+        self._queue: queue.Queue[object] = queue.Queue(_QUEUE_SIZE)
+        self._stopped = threading.Event()
+        self._ended = False
+        try:
+            self._call = client.subscribe_to_all(
+                commit_position=after_position,
+                include_caught_up=True,
+                include_checkpoints=True,
+                **server_filter(filter),
+            )
+        except esdb_errors.EventStoreDBClientException as exc:
+            raise map_error(exc) from exc
+        self._thread = threading.Thread(target=self._pump, name="esdb-subscription", daemon=True)
+        self._thread.start()
+
+    @property
+    def stopped(self) -> bool:
+        """Whether :meth:`stop` was called."""
+        return self._stopped.is_set()
+
+    def __iter__(self) -> Iterator[RecordedEvent | CaughtUp]:
+        while (item := self.poll(None)) is not None:
+            yield item
+
+    def poll(self, timeout: float | None) -> RecordedEvent | CaughtUp | None:
+        """The next item, waiting up to ``timeout`` seconds; ``None`` on timeout or once
+        stopped. An error of the subscription call is raised here (mapped)."""
+        if self._stopped.is_set() or self._ended:
+            return None
+        try:
+            item = self._queue.get(timeout=timeout)
+        except queue.Empty:
+            return None
+        if item is self._END or self._stopped.is_set():
+            self._ended = True
+            return None
+        if isinstance(item, StoreError):
+            self._ended = True
+            raise item
+        assert isinstance(item, RecordedEvent | CaughtUp)
+        return item
+
+    def stop(self) -> None:
+        """End the subscription: cancel the call, wake a blocked :meth:`poll`."""
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        self._call.stop()
+        # a full queue means poll is not blocked: it sees ``stopped`` next time
+        with contextlib.suppress(queue.Full):
+            self._queue.put_nowait(self._END)
+
+    def _put(self, item: object) -> bool:
+        # Blocks while the consumer is behind (back-pressure on the server), but wakes up to
+        # notice stop(); only a full queue makes this loop turn.
+        while not self._stopped.is_set():
+            try:
+                self._queue.put(item, timeout=0.2)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _pump(self) -> None:
+        caught_up_sent = False
+        try:
+            for item in self._call:
+                if isinstance(item, esdbclient.CaughtUp):
+                    if not caught_up_sent:
+                        caught_up_sent = True
+                        if not self._put(CaughtUp(self._position)):
+                            return
+                elif isinstance(item, esdbclient.Checkpoint):
+                    checkpoint = item.commit_position
+                    if checkpoint is not None and (
+                        self._position is None or checkpoint > self._position
+                    ):
+                        self._position = checkpoint
+                else:
+                    self._position = item.commit_position
+                    wanted = self._filter.matches(item.stream_name, item.type)
+                    if wanted and not self._put(_to_recorded(item)):
+                        return
+        except Exception as exc:
+            if not self._stopped.is_set():
+                self._put(map_error(exc))
+            return
+        # A subscription never ends by itself: the server went away (or cancelled the call).
+        if not self._stopped.is_set():
+            self._put(StoreUnavailable("EventStoreDB ended the subscription"))
+
+
+class EsdbEventStore:
+    """An :class:`~stores.protocol.EventStore` and
+    :class:`~stores.protocol.CheckpointStore` on EventStoreDB.
+
+    ``uri`` is an esdbclient connection string, e.g. ``esdb://localhost:2113?Tls=false``.
+    Appends of several events are one atomic batch; re-appending the same event ids with the
+    same expectation succeeds without writing (EventStoreDB's idempotency).
+    """
+
+    def __init__(self, uri: str) -> None:
+        try:
+            self._client = EventStoreDBClient(uri)
+        except ValueError as exc:
+            raise UnsupportedStoreURI(uri, str(exc)) from exc
+        except esdb_errors.EventStoreDBClientException as exc:  # discovery (esdb+discover://)
+            raise map_error(exc) from exc
+        self._subscriptions: set[EsdbSubscription] = set()
+        self._checkpoint_revisions: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def append(
+        self, stream: str, events: Sequence[NewEvent], expected_revision: ExpectedRevision
+    ) -> AppendResult:
+        """Append ``events`` atomically if the stream is at ``expected_revision``.
+
+        Raises :class:`~stores.errors.WrongExpectedVersion` (nothing written) on a mismatch,
+        :class:`~stores.errors.StreamDeleted` for a tombstoned stream.
+        """
+        validate_append(len(events), expected_revision)
+        self._check_open()
+        current: int | StreamState = (
+            expected_revision if isinstance(expected_revision, int) else _STATES[expected_revision]
+        )
+        try:
+            # One event goes by Append (cheaper), several by BatchAppend; both are atomic.
+            position = self._client.append_to_stream(
+                stream,
+                current_version=current,
+                events=_to_new(events[0]) if len(events) == 1 else [_to_new(e) for e in events],
+            )
+            if isinstance(expected_revision, int):
+                revision = expected_revision + len(events)
+            elif expected_revision is NO_STREAM:
+                revision = len(events) - 1
+            else:
+                revision = self._revision_of(stream, events[-1].id, position)
+        except esdb_errors.EventStoreDBClientException as exc:
+            raise map_error(exc, stream, expected_revision) from exc
+        return AppendResult(next_expected_revision=revision, position=position)
+
+    def _revision_of(self, stream: str, event_id: uuid.UUID, position: int) -> int:
+        """The revision of the stored event ``event_id`` (at ``position``), newest first.
+
+        Usually it is the stream's last event, so the first page holds one event; later pages
+        grow, for an idempotent re-append of events written long ago.
+        """
+        before: int | None = None
+        limit = 1
+        while True:
+            page = self._client.get_stream(
+                stream, stream_position=before, backwards=True, limit=limit
+            )
+            for event in page:
+                if event.id == event_id and event.commit_position == position:
+                    return int(event.stream_position)
+            if len(page) < limit or page[-1].stream_position == 0:
+                raise StoreError(f"appended event {event_id} not found in stream {stream!r}")
+            before = page[-1].stream_position - 1
+            limit = min(limit * 16, _PAGE)
+
+    def read_stream(
+        self, stream: str, from_revision: int = 0, limit: int | None = None
+    ) -> list[RecordedEvent]:
+        """The stream's events from ``from_revision`` on, forwards; ``[]`` for a missing
+        (or soft-deleted) stream; :class:`~stores.errors.StreamDeleted` if tombstoned."""
+        _check_read_args(from_revision, limit)
+        self._check_open()
+        if limit == 0:
+            return []
+        try:
+            events = self._client.get_stream(
+                stream, stream_position=from_revision, limit=sys.maxsize if limit is None else limit
+            )
+        except esdb_errors.NotFound:
+            return []
+        except esdb_errors.EventStoreDBClientException as exc:
+            raise map_error(exc, stream) from exc
+        return [_to_recorded(e) for e in events]
+
+    def read_all(
+        self,
+        after_position: int | None = None,
+        limit: int | None = None,
+        filter: Filter = ALL,
+    ) -> list[RecordedEvent]:
+        """Events of ``$all`` after ``after_position`` (exclusive) that pass ``filter``."""
+        _check_read_args(0, limit)
+        self._check_open()
+        found: list[RecordedEvent] = []
+        position = after_position
+        arguments = server_filter(filter)
+        while limit is None or len(found) < limit:
+            # $all reads include their start position: ask one more and drop it
+            want = _PAGE if limit is None else limit - len(found)
+            try:
+                page = list(
+                    self._client.read_all(commit_position=position, limit=want + 1, **arguments)
+                )
+            except esdb_errors.EventStoreDBClientException as exc:
+                raise map_error(exc) from exc
+            for event in page:
+                if position is not None and event.commit_position == position:
+                    continue
+                if filter.matches(event.stream_name, event.type):
+                    found.append(_to_recorded(event))
+            if len(page) < want + 1:
+                break
+            position = page[-1].commit_position
+        return found if limit is None else found[:limit]
+
+    def subscribe(
+        self, after_position: int | None = None, filter: Filter = ALL
+    ) -> EsdbSubscription:
+        """A catch-up subscription to ``$all`` after ``after_position`` (exclusive), filtered
+        on the server as far as EventStoreDB allows."""
+        self._check_open()
+        subscription = EsdbSubscription(self._client, after_position, filter)
+        with self._lock:
+            self._subscriptions = {s for s in self._subscriptions if not s.stopped}
+            self._subscriptions.add(subscription)
+        return subscription
+
+    def load_checkpoint(self, name: str) -> int | None:
+        """The last position saved for processor ``name``, or ``None``."""
+        self._check_open()
+        stream = CHECKPOINT_STREAM_PREFIX + name
+        try:
+            events = self._client.get_stream(stream, backwards=True, limit=1)
+        except esdb_errors.NotFound:
+            return None
+        except esdb_errors.EventStoreDBClientException as exc:
+            raise map_error(exc, stream) from exc
+        if not events:
+            return None
+        with self._lock:
+            self._checkpoint_revisions[name] = events[0].stream_position
+        try:
+            return int(json.loads(events[0].data)["position"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise StoreError(f"unreadable checkpoint in stream {stream!r}") from exc
+
+    def save_checkpoint(self, name: str, position: int) -> None:
+        """Store ``position`` for processor ``name``, expecting the revision last seen.
+
+        Raises :class:`~stores.errors.WrongExpectedVersion` if another writer moved the
+        checkpoint since this store last read or wrote it (two processors with one name).
+        """
+        self._check_open()
+        stream = CHECKPOINT_STREAM_PREFIX + name
+        with self._lock:
+            known = self._checkpoint_revisions.get(name)
+        if known is None and self.load_checkpoint(name) is not None:
+            with self._lock:
+                known = self._checkpoint_revisions.get(name)
+        event = NewEvent(
+            id=uuid.uuid4(),
+            type=CHECKPOINT_EVENT_TYPE,
+            data=json.dumps({"position": position}).encode(),
+        )
+        result = self.append(stream, [event], NO_STREAM if known is None else known)
+        if known is None:
+            # Only the latest checkpoint matters; let EventStoreDB scavenge the rest.
+            try:
+                self._client.set_stream_metadata(stream, metadata={"$maxCount": 8})
+            except esdb_errors.EventStoreDBClientException as exc:
+                raise map_error(exc, stream) from exc
+        with self._lock:
+            self._checkpoint_revisions[name] = result.next_expected_revision
+
+    def close(self) -> None:
+        """Stop every subscription and close the connection; safe to call twice."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            subscriptions = list(self._subscriptions)
+            self._subscriptions.clear()
+        for subscription in subscriptions:
+            subscription.stop()
+        self._client.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError("the EventStoreDB event store is closed")
+
+
+def _check_read_args(from_revision: int, limit: int | None) -> None:
+    if from_revision < 0:
+        raise ValueError(f"from_revision must be >= 0, got {from_revision}")
+    if limit is not None and limit < 0:
+        raise ValueError(f"limit must be >= 0, got {limit}")

@@ -1,0 +1,246 @@
+"""The event store protocol: EventStoreDB's model, on every backend.
+
+Numbering is EventStoreDB's everywhere:
+
+- stream revisions count from 0, contiguous within a stream;
+- an append names the revision it expects: an ``int`` (the stream's last revision),
+  :data:`NO_STREAM`, :data:`EXISTS` or :data:`ANY`;
+- the global position is an opaque ``int`` that strictly increases along the log and may
+  have gaps. ``after_position=None`` means "from the beginning of the log".
+
+A stream that was never written reads as empty (``[]``): no store raises for a missing
+stream on read.
+
+Optional abilities are separate protocols (:class:`CheckpointStore`, :class:`TransactionalStore`),
+never methods that raise ``NotImplementedError``.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+import uuid
+from collections.abc import Iterator, Sequence
+from datetime import datetime
+from typing import Protocol, TypeAlias, runtime_checkable
+
+import attrs
+
+
+class StreamState(enum.Enum):
+    """Expected revisions that are not a number."""
+
+    NO_STREAM = "no_stream"
+    """The stream must not exist yet."""
+    EXISTS = "exists"
+    """The stream must hold at least one event."""
+    ANY = "any"
+    """No check at all."""
+
+    def __str__(self) -> str:
+        return self.name
+
+
+NO_STREAM = StreamState.NO_STREAM
+EXISTS = StreamState.EXISTS
+ANY = StreamState.ANY
+
+ExpectedRevision: TypeAlias = int | StreamState
+"""What an append expects of the stream: its last revision, or a :class:`StreamState`."""
+
+
+@attrs.frozen
+class NewEvent:
+    """An event to append. ``id`` makes a retried append recognisable as the same write."""
+
+    id: uuid.UUID
+    type: str
+    data: bytes
+    metadata: bytes = b""
+
+
+@attrs.frozen
+class RecordedEvent:
+    """An event as stored: where it is (stream, revision, global position) and what it holds."""
+
+    id: uuid.UUID
+    type: str
+    data: bytes
+    metadata: bytes
+    stream: str
+    revision: int
+    position: int
+    recorded_at: datetime
+
+
+@attrs.frozen
+class AppendResult:
+    """The outcome of an append.
+
+    ``next_expected_revision`` is the stream's last revision after the append (what the next
+    append expects); ``position`` is the global position of the last event written (for an
+    idempotent re-append: of the last event already stored).
+    """
+
+    next_expected_revision: int
+    position: int
+
+
+@attrs.frozen
+class CaughtUp:
+    """Yielded by a subscription once it has delivered all history up to ``position``.
+
+    ``position`` is the last position considered (``None`` if the log is empty); events after
+    it are live.
+    """
+
+    position: int | None
+
+
+@attrs.frozen
+class Filter:
+    """Which events of the global log a reader wants.
+
+    An event matches when its stream starts with one of ``stream_prefixes`` (or that tuple is
+    empty) and its type is one of ``event_types`` or starts with one of
+    ``event_type_prefixes`` (or both are empty). System events (type or stream starting with
+    ``$``) are excluded unless ``include_system`` is set.
+    """
+
+    stream_prefixes: tuple[str, ...] = ()
+    event_types: tuple[str, ...] = ()
+    event_type_prefixes: tuple[str, ...] = ()
+    include_system: bool = False
+
+    def matches(self, stream: str, event_type: str) -> bool:
+        """Whether an event of this stream and type passes the filter.
+
+        >>> Filter(stream_prefixes=("order-",)).matches("order-1", "Placed")
+        True
+        >>> Filter(event_types=("Placed",)).matches("order-1", "Shipped")
+        False
+        """
+        if not self.include_system and (stream.startswith("$") or event_type.startswith("$")):
+            return False
+        if self.stream_prefixes and not stream.startswith(self.stream_prefixes):
+            return False
+        if self.event_types or self.event_type_prefixes:
+            return event_type in self.event_types or (
+                bool(self.event_type_prefixes) and event_type.startswith(self.event_type_prefixes)
+            )
+        return True
+
+    def type_regex(self) -> str | None:
+        """The event-type part as one regular expression, for servers that filter by regex."""
+        parts = [re.escape(t) + "$" for t in self.event_types]
+        parts += [re.escape(p) for p in self.event_type_prefixes]
+        return "^(?:" + "|".join(parts) + ")" if parts else None
+
+
+ALL = Filter()
+"""The filter that passes every non-system event."""
+
+
+@attrs.frozen
+class StreamAppend:
+    """One stream's part of a transactional multi-stream append."""
+
+    stream: str
+    events: Sequence[NewEvent]
+    expected_revision: ExpectedRevision
+
+
+class Subscription(Protocol):
+    """A catch-up subscription to the global log.
+
+    It delivers the history after the start position, then one :class:`CaughtUp`, then live
+    events as they are appended, in log order. It never ends by itself: :meth:`stop` (safe from
+    any thread) ends it, and iteration then finishes. Waiting for live events uses no CPU to
+    speak of.
+    """
+
+    def __iter__(self) -> Iterator[RecordedEvent | CaughtUp]: ...
+
+    def poll(self, timeout: float | None) -> RecordedEvent | CaughtUp | None:
+        """The next item, waiting up to ``timeout`` seconds; ``None`` on timeout or once stopped."""
+        ...
+
+    def stop(self) -> None:
+        """End the subscription; a blocked :meth:`poll` or iteration returns promptly."""
+        ...
+
+    @property
+    def stopped(self) -> bool:
+        """Whether :meth:`stop` was called."""
+        ...
+
+
+@runtime_checkable
+class EventStore(Protocol):
+    """Streams with optimistic revision checks, and one global log over them all."""
+
+    def append(
+        self, stream: str, events: Sequence[NewEvent], expected_revision: ExpectedRevision
+    ) -> AppendResult:
+        """Append ``events`` atomically if the stream is at ``expected_revision``.
+
+        Raises :class:`~stores.errors.WrongExpectedVersion` on a mismatch, writing nothing.
+        Re-appending events whose ids are already stored at the same place, with the same
+        expected revision, succeeds and writes nothing (idempotent append); a partial overlap
+        is a conflict.
+        """
+        ...
+
+    def read_stream(
+        self, stream: str, from_revision: int = 0, limit: int | None = None
+    ) -> list[RecordedEvent]:
+        """The stream's events from ``from_revision`` on, forwards; ``[]`` for a missing stream."""
+        ...
+
+    def read_all(
+        self,
+        after_position: int | None = None,
+        limit: int | None = None,
+        filter: Filter = ALL,
+    ) -> list[RecordedEvent]:
+        """Events of the global log after ``after_position`` (exclusive) that pass ``filter``."""
+        ...
+
+    def subscribe(self, after_position: int | None = None, filter: Filter = ALL) -> Subscription:
+        """A catch-up subscription starting after ``after_position`` (exclusive)."""
+        ...
+
+    def close(self) -> None:
+        """Release connections and wake every subscription so it can stop."""
+        ...
+
+
+@runtime_checkable
+class CheckpointStore(Protocol):
+    """Durable positions of named processors."""
+
+    def load_checkpoint(self, name: str) -> int | None:
+        """The last stored position of processor ``name``, or ``None`` if it never stored one."""
+        ...
+
+    def save_checkpoint(self, name: str, position: int) -> None:
+        """Store the position of processor ``name``."""
+        ...
+
+
+@runtime_checkable
+class TransactionalStore(Protocol):
+    """A store that can append to several streams and store a checkpoint in one transaction."""
+
+    def append_batch(
+        self,
+        appends: Sequence[StreamAppend],
+        checkpoint: tuple[str, int] | None = None,
+    ) -> list[AppendResult]:
+        """Apply every append and the checkpoint atomically: all of them, or none.
+
+        Raises :class:`~stores.errors.WrongExpectedVersion` (naming the first stream that
+        failed its check) and writes nothing if any expected revision does not hold. Each
+        append is idempotent as in :meth:`EventStore.append`.
+        """
+        ...

@@ -1,0 +1,390 @@
+"""The SQLite event store (the default): one file, stdlib ``sqlite3``, several threads and
+processes.
+
+Ordering. The global position is an ``INTEGER PRIMARY KEY AUTOINCREMENT``. SQLite lets one
+writer at a time hold the write lock, from ``BEGIN IMMEDIATE`` to ``COMMIT``, and positions are
+assigned inside that transaction; so the order of positions is the order of commits, and a
+reader never sees a gap that a slower transaction fills later (unlike a sequence in
+PostgreSQL). Positions start at 1 and, since nothing is ever deleted, have no gaps in practice.
+
+Durability. ``synchronous`` is SQLite's ``PRAGMA synchronous`` for this store's connections, in
+WAL mode:
+
+- ``"FULL"`` (default): every commit is fsynced; a committed append survives power loss;
+- ``"NORMAL"``: fsync at checkpoints only; a commit survives a crash of the process, but the
+  last commits may be lost on power loss or an OS crash (the database stays consistent);
+- ``"OFF"``: no fsync at all; for tests and throwaway data;
+- ``"EXTRA"``: ``FULL`` plus an fsync of the directory; for the paranoid.
+
+Several processes. Every process opens its own :class:`SqliteEventStore` on the same file.
+Writers wait for each other (``busy_timeout``, 30 s by default) rather than fail; a wait longer
+than that raises :class:`~stores.errors.StoreUnavailable`. Appends from another process cannot
+wake this process's subscriptions, so a waiting subscription checks the log's head every
+``probe_interval`` seconds (50 ms by default, a microsecond-cheap query): in-process appends are
+delivered at once, other processes' appends within about ``probe_interval``.
+
+WARNING: open the store after forking, never before: a connection must not cross a fork.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sqlite3
+import threading
+import uuid
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from stores import _sqlite_sql as sql
+from stores._expectations import Stored, plan_append, validate_append
+from stores.errors import StoreError, StoreUnavailable
+from stores.protocol import (
+    ALL,
+    NO_STREAM,
+    AppendResult,
+    ExpectedRevision,
+    Filter,
+    NewEvent,
+    RecordedEvent,
+    StreamAppend,
+)
+from stores.subscription import CatchUpSubscription, LogNotifier
+
+_T = TypeVar("_T")
+_IDS_PER_QUERY = 500
+
+SYNCHRONOUS_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
+"""The accepted values of ``synchronous`` (SQLite's ``PRAGMA synchronous``)."""
+
+
+class SqliteEventStore:
+    """An event store in one SQLite file (or ``":memory:"``), safe for threads and processes.
+
+    Implements :class:`~stores.protocol.EventStore`, :class:`~stores.protocol.CheckpointStore`
+    and :class:`~stores.protocol.TransactionalStore`. Appends are atomic and serialised by
+    SQLite's write lock; positions strictly increase in commit order; ``synchronous`` sets the
+    durability of a commit (see the module docstring). Each thread uses its own connection.
+    ``":memory:"`` holds the log in this process only, behind one shared connection.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        synchronous: str = "FULL",
+        busy_timeout: float = 30.0,
+        probe_interval: float = 0.05,
+    ) -> None:
+        level = synchronous.upper()
+        if level not in SYNCHRONOUS_LEVELS:
+            raise ValueError(
+                f"synchronous must be one of {', '.join(SYNCHRONOUS_LEVELS)}, got {synchronous!r}"
+            )
+        if not 0 <= busy_timeout < math.inf:
+            raise ValueError(f"busy_timeout must be >= 0 seconds, got {busy_timeout}")
+        if not 0 < probe_interval < math.inf:
+            raise ValueError(f"probe_interval must be a positive number, got {probe_interval}")
+        self._path = os.fspath(path)
+        self._in_memory = self._path == ":memory:"
+        self.synchronous = level
+        """The ``PRAGMA synchronous`` level of this store's connections."""
+        self._busy_timeout = busy_timeout
+        self._probe_interval = None if self._in_memory else probe_interval
+        self._local = threading.local()
+        # ":memory:" is one database per connection, so every thread shares one connection
+        # (taking turns through its lock); a file gets a connection per thread.
+        self._connections: list[tuple[sqlite3.Connection, threading.RLock]] = []
+        self._registry = threading.Lock()
+        self._finalizers: list[weakref.finalize[Any, Any]] = []
+        self._notifier = LogNotifier()
+        self._closed = False
+        connection, _ = self._connection()
+        try:
+            if not self._in_memory:
+                connection.execute("PRAGMA journal_mode=WAL")
+            connection.executescript(sql.SCHEMA)
+        except sqlite3.Error as exc:
+            self.close()
+            raise _store_error(self._path, exc) from exc
+
+    @property
+    def path(self) -> str:
+        """The database file (or ``":memory:"``)."""
+        return self._path
+
+    def append(
+        self, stream: str, events: Sequence[NewEvent], expected_revision: ExpectedRevision
+    ) -> AppendResult:
+        """Append ``events`` atomically if the stream is at ``expected_revision``.
+
+        Raises :class:`~stores.errors.WrongExpectedVersion`, writing nothing, on a mismatch;
+        re-appending stored ids with the same expectation returns the stored result. The
+        append is durable as ``synchronous`` says once this returns.
+        """
+        validate_append(len(events), expected_revision)
+        now = _now()
+        return self._write(lambda c: _append(c, stream, events, expected_revision, now))
+
+    def append_batch(
+        self,
+        appends: Sequence[StreamAppend],
+        checkpoint: tuple[str, int] | None = None,
+    ) -> list[AppendResult]:
+        """Apply every append and the checkpoint in one transaction: all of them, or none."""
+        for item in appends:
+            validate_append(len(item.events), item.expected_revision)
+        now = _now()
+
+        def body(connection: sqlite3.Connection) -> list[AppendResult]:
+            results = [
+                _append(connection, a.stream, a.events, a.expected_revision, now) for a in appends
+            ]
+            if checkpoint is not None:
+                connection.execute(sql.SAVE_CHECKPOINT, checkpoint)
+            return results
+
+        return self._write(body)
+
+    def read_stream(
+        self, stream: str, from_revision: int = 0, limit: int | None = None
+    ) -> list[RecordedEvent]:
+        """The stream's events from ``from_revision`` on; ``[]`` for a missing stream."""
+        _check_read_args(from_revision, limit)
+        rows = self._query(sql.READ_STREAM, (stream, from_revision, -1 if limit is None else limit))
+        return [sql.decode(row) for row in rows]
+
+    def read_all(
+        self,
+        after_position: int | None = None,
+        limit: int | None = None,
+        filter: Filter = ALL,
+    ) -> list[RecordedEvent]:
+        """Events after ``after_position`` (exclusive) that pass ``filter``, in log order."""
+        _check_read_args(0, limit)
+        statement, params = sql.read_all_sql(filter)
+        after = 0 if after_position is None else after_position
+        rows = self._query(statement, (after, *params, -1 if limit is None else limit))
+        return [sql.decode(row) for row in rows]
+
+    def subscribe(
+        self, after_position: int | None = None, filter: Filter = ALL
+    ) -> CatchUpSubscription:
+        """A catch-up subscription after ``after_position``.
+
+        Woken at once by appends through this object; appends by other processes (or other
+        store objects) are noticed within ``probe_interval``.
+        """
+        self._check_open()
+        return CatchUpSubscription(
+            read_page=lambda after, limit: self.read_all(after, limit, filter),
+            head=self._head,
+            notifier=self._notifier,
+            after_position=after_position,
+            probe_interval=self._probe_interval,
+        )
+
+    def load_checkpoint(self, name: str) -> int | None:
+        """The last stored position of processor ``name``, or ``None``."""
+        rows = self._query(sql.LOAD_CHECKPOINT, (name,))
+        return int(rows[0][0]) if rows else None
+
+    def save_checkpoint(self, name: str, position: int) -> None:
+        """Store the position of processor ``name`` durably, replacing any earlier one."""
+        self._query(sql.SAVE_CHECKPOINT, (name, position))
+
+    def close(self) -> None:
+        """Close every connection and end every subscription; safe to call twice."""
+        # Subscriptions learn of the close before their reads start failing.
+        self._notifier.close()
+        with self._registry:
+            self._closed = True
+            connections, self._connections = self._connections, []
+            finalizers, self._finalizers = self._finalizers, []
+        for finalizer in finalizers:
+            finalizer.detach()
+        for connection, in_use in connections:
+            with in_use:
+                connection.close()
+
+    def _head(self) -> int | None:
+        [(head,)] = self._query(sql.HEAD, ())
+        return None if head is None else int(head)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError(f"the SQLite event store {self._path!r} is closed")
+
+    def _query(self, statement: str, params: tuple[object, ...]) -> list[Any]:
+        """Run one statement in autocommit mode (its own implicit transaction); its rows."""
+        connection, in_use = self._connection()
+        with in_use:
+            self._check_open()
+            try:
+                return connection.execute(statement, params).fetchall()
+            except sqlite3.Error as exc:
+                raise _store_error(self._path, exc) from exc
+
+    def _write(self, body: Callable[[sqlite3.Connection], _T]) -> _T:
+        """Run ``body`` in a write transaction, then wake the subscriptions.
+
+        ``BEGIN IMMEDIATE`` takes the write lock first, so the revision ``body`` reads still
+        holds when it inserts, in this process and in every other.
+        """
+        connection, in_use = self._connection()
+        with in_use:
+            self._check_open()
+            try:
+                connection.execute("BEGIN IMMEDIATE")
+                try:
+                    result = body(connection)
+                    connection.execute("COMMIT")
+                except BaseException:
+                    # Some errors (a full disk) end the transaction themselves.
+                    if connection.in_transaction:
+                        connection.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as exc:
+                raise _store_error(self._path, exc) from exc
+        self._notifier.notify()
+        return result
+
+    def _connection(self) -> tuple[sqlite3.Connection, threading.RLock]:
+        """This thread's connection and the lock that keeps close() from closing it in use.
+
+        Closing a connection while another thread runs a statement on it crashes the
+        interpreter, so every use holds the lock and close() takes it first.
+        """
+        self._check_open()
+        if self._in_memory and self._connections:
+            return self._connections[0]
+        pair: tuple[sqlite3.Connection, threading.RLock] | None = getattr(self._local, "pair", None)
+        if pair is not None:
+            return pair
+        try:
+            connection = sqlite3.connect(
+                self._path,
+                timeout=self._busy_timeout,
+                isolation_level=None,  # autocommit: transactions are explicit BEGIN IMMEDIATE
+                check_same_thread=False,  # close() closes every thread's connection
+                cached_statements=64,
+            )
+            connection.execute(f"PRAGMA synchronous={self.synchronous}")
+        except sqlite3.Error as exc:
+            raise _store_error(self._path, exc) from exc
+        pair = (connection, threading.RLock())
+        with self._registry:
+            if self._closed:
+                connection.close()
+                self._check_open()
+            if self._in_memory and self._connections:
+                connection.close()  # another thread made the shared one first
+                return self._connections[0]
+            self._connections.append(pair)
+        if not self._in_memory:
+            self._local.pair = pair
+            # A thread that ends gives its connection back, so short-lived threads do not pile
+            # up open files.
+            finalizer = weakref.finalize(
+                threading.current_thread(), _forget, weakref.ref(self), pair
+            )
+            with self._registry:
+                self._finalizers.append(finalizer)
+        return pair
+
+
+def _append(
+    connection: sqlite3.Connection,
+    stream: str,
+    events: Sequence[NewEvent],
+    expected: ExpectedRevision,
+    now: str,
+) -> AppendResult:
+    """Check and write one stream's append inside the caller's write transaction."""
+    row = connection.execute(sql.LAST_REVISION, (stream,)).fetchone()
+    last: int | None = None if row is None else row[0]
+    if not (expected == last if type(expected) is int else expected is NO_STREAM and last is None):
+        already = _plan(connection, stream, events, expected, last)
+        if already is not None:
+            return already
+    first = 0 if last is None else last + 1
+    rows = [
+        (stream, first + i, e.id.bytes, e.type, e.data, e.metadata, now)
+        for i, e in enumerate(events)
+    ]
+    if len(rows) == 1:
+        position = connection.execute(sql.INSERT, rows[0]).lastrowid
+    else:
+        # One writer holds the lock, so AUTOINCREMENT gives these rows consecutive positions.
+        connection.executemany(sql.INSERT, rows)
+        (position,) = connection.execute("SELECT last_insert_rowid()").fetchone()
+    assert position is not None
+    return AppendResult(next_expected_revision=first + len(rows) - 1, position=position)
+
+
+def _plan(
+    connection: sqlite3.Connection,
+    stream: str,
+    events: Sequence[NewEvent],
+    expected: ExpectedRevision,
+    last: int | None,
+) -> AppendResult | None:
+    """The slow path of an append whose expectation is not plainly met: idempotency or conflict."""
+
+    def read_range(first: int, count: int) -> list[Stored]:
+        rows = connection.execute(sql.RANGE, (stream, first, count)).fetchall()
+        return [(uuid.UUID(bytes=i), revision, position) for i, revision, position in rows]
+
+    def find_ids(ids: Sequence[uuid.UUID]) -> Mapping[uuid.UUID, Stored]:
+        rows = []
+        for start in range(0, len(ids), _IDS_PER_QUERY):  # SQLite caps a statement's parameters
+            chunk = ids[start : start + _IDS_PER_QUERY]
+            rows += connection.execute(
+                sql.find_ids_sql(len(chunk)), (*(i.bytes for i in chunk), stream)
+            ).fetchall()
+        found = {}
+        # An id stored twice (possible with explicit revisions) counts at its latest revision,
+        # as in EventStoreDB.
+        for raw, revision, position in sorted(rows, key=lambda r: r[1]):
+            event_id = uuid.UUID(bytes=raw)
+            found[event_id] = (event_id, revision, position)
+        return found
+
+    return plan_append(
+        stream, expected, last, [e.id for e in events], read_range=read_range, find_ids=find_ids
+    )
+
+
+def _forget(
+    store_ref: weakref.ref[SqliteEventStore], pair: tuple[sqlite3.Connection, threading.RLock]
+) -> None:
+    """Close the connection of a thread that ended, unless its store closed it already."""
+    store = store_ref()
+    if store is not None:
+        with store._registry:
+            if pair not in store._connections:
+                return
+            store._connections.remove(pair)
+    connection, in_use = pair
+    with in_use:
+        connection.close()
+
+
+def _store_error(path: str, exc: sqlite3.Error) -> StoreError:
+    """The one place where sqlite3's errors become the store's."""
+    if isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc)):
+        return StoreUnavailable(f"SQLite database {path!r} stayed locked: {exc}")
+    return StoreError(f"SQLite database {path!r}: {exc}")
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def _check_read_args(from_revision: int, limit: int | None) -> None:
+    if from_revision < 0:
+        raise ValueError(f"from_revision must be >= 0, got {from_revision}")
+    if limit is not None and limit < 0:
+        raise ValueError(f"limit must be >= 0, got {limit}")

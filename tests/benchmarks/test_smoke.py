@@ -1,0 +1,149 @@
+"""The benchmarks' quick mode runs in-process and reports every figure (never checks speed)."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+# `benchmarks` is not an installed package; `python -m pytest` finds it from the repo root,
+# a bare `pytest` needs the root on the path.
+_ROOT = str(Path(__file__).resolve().parents[2])
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
+
+from benchmarks.__main__ import main, parse_args  # noqa: E402
+from benchmarks.harness import (  # noqa: E402
+    Figure,
+    Pending,
+    Target,
+    format_legend,
+    format_markdown,
+    format_table,
+)
+from benchmarks.runner import run, to_json  # noqa: E402
+
+EXPECTED_KEYS = {
+    "core_overhead",
+    "codec",
+    "append_single",
+    "append_batch",
+    "latency_warm",
+    "latency_cold",
+    "latency_warm_memory",
+    "latency_cold_memory",
+    "e2e_sqlite_100",
+    "e2e_sqlite_300",
+    "e2e_sqlite_growth",
+    "e2e_memory_100",
+    "e2e_esdb_100",
+}
+
+
+def _check_figure(figure: dict[str, Any]) -> None:
+    assert figure["rate"] > 0 and math.isfinite(figure["rate"]), figure
+    assert figure["ratio_is"], figure
+    if figure["baseline_rate"] is not None:
+        assert figure["baseline_rate"] > 0, figure
+    if figure["target"] is not None:
+        assert figure["ratio"] is not None and figure["ratio"] > 0, figure
+        assert isinstance(figure["met"], bool), figure
+
+
+@pytest.fixture(scope="module")
+def quick_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    directory = tmp_path_factory.mktemp("bench")
+    path, markdown = directory / "report.json", directory / "table.md"
+    assert main(["--quick", "--json", str(path), "--markdown", str(markdown)]) == 0
+    report: dict[str, Any] = json.loads(path.read_text())
+    report["markdown"] = markdown.read_text()
+    return report
+
+
+def test_quick_mode_reports_every_figure(quick_report: dict[str, Any]) -> None:
+    pending = [r for r in quick_report["results"] if "pending" in r]
+    assert pending == []
+    figures = {r["key"]: r for r in quick_report["results"]}
+    assert set(figures) == EXPECTED_KEYS
+    for figure in figures.values():
+        _check_figure(figure)
+    table_rows = quick_report["markdown"].split("\n\n")[0].strip().splitlines()[2:]
+    assert [row.split(" | ")[0] for row in table_rows] == [
+        f"| {r['title']}" for r in quick_report["results"]
+    ]
+
+
+def test_report_names_the_machine_and_mode(quick_report: dict[str, Any]) -> None:
+    assert quick_report["mode"] == "quick"
+    assert quick_report["machine"]["cores"] >= 1
+    assert quick_report["machine"]["python"].count(".") == 2
+    assert quick_report["date"]
+
+
+def test_end_to_end_figures_carry_their_context(quick_report: dict[str, Any]) -> None:
+    figures = {r["key"]: r for r in quick_report["results"]}
+    raw_rate = figures["append_single"]["baseline_rate"]
+    for key in ("e2e_sqlite_100", "e2e_sqlite_300", "e2e_memory_100", "e2e_esdb_100"):
+        run = figures[key]["extra"]
+        assert run["completed"] == run["issued"] == run["stored_issued"] == run["n"]
+        assert run["errors"] == []
+        assert run["peak_rss_mb"] >= run["peak_rss_before_service_mb"] > 0
+        assert figures[key]["baseline_rate"] == raw_rate
+        assert figures[key]["ratio"] == figures[key]["rate"] / raw_rate
+    growth = figures["e2e_sqlite_growth"]
+    assert growth["target"] == {"op": "<=", "value": 3.3}
+    assert growth["extra"]["big"]["n"] == 300
+
+
+def test_latency_figures_cover_every_length(quick_report: dict[str, Any]) -> None:
+    figures = {r["key"]: r for r in quick_report["results"]}
+    for key in ("latency_warm", "latency_cold", "latency_warm_memory", "latency_cold_memory"):
+        extra = figures[key]["extra"]
+        assert extra["lengths"] == [10, 1_000, 10_000]
+        assert all(extra["warm_ms"][str(n)] > 0 for n in extra["lengths"])
+        assert all(extra["cold_ms"][str(n)] > 0 for n in extra["lengths"])
+
+
+def test_one_group_runs_alone_and_serialises() -> None:
+    report = to_json(run(quick=True, only=["core"]))
+    assert [r["key"] for r in report["results"]] == ["core_overhead"]
+    json.dumps(report)
+
+
+def test_bad_arguments_are_rejected_with_the_choices() -> None:
+    with pytest.raises(SystemExit):
+        parse_args(["--only", "core,nonsense"])
+    with pytest.raises(ValueError, match="nonsense"):
+        run(quick=True, only=["nonsense"])
+
+
+def test_targets_and_table() -> None:
+    assert Target("<=", 1.3).met_by(1.2) and not Target("<=", 1.3).met_by(1.4)
+    assert Target(">=", 0.7).met_by(0.7) and not Target(">=", 0.7).met_by(0.5)
+    with pytest.raises(ValueError):
+        Target("<", 1.0)
+    figure = Figure(
+        key="k",
+        title="a figure",
+        unit="ops/s",
+        rate=1234.5,
+        baseline="b",
+        baseline_rate=2000.0,
+        ratio=0.61725,
+        ratio_is="subject / baseline",
+        target=Target(">=", 0.7),
+    )
+    assert figure.met is False
+    table = format_table([figure])
+    assert "1,234" in table or "1,235" in table
+    assert "0.62x" in table and "NO" in table
+    assert "subject / baseline" in format_legend([figure])
+    pending = Pending("p", "a pending figure", "not built yet")
+    assert "PENDING (not built yet)" in format_table([figure, pending])
+    markdown = format_markdown([figure, pending]).splitlines()
+    assert markdown[2].startswith("| a figure | 1,23") and "**no**" in markdown[2]
+    assert "pending: not built yet" in markdown[3]

@@ -1,0 +1,182 @@
+"""Crash and concurrency, at process level: ``decider run`` processes on one SQLite file.
+
+(a) SIGKILL the service at random moments (seeded) while 300 workflows run, restart it, four
+times; (b) two service processes on the same file at once. Either way, at the end: every
+workflow completed with exactly its expected history (no event twice, no input handled twice),
+every command's effect happened exactly once (one row per command id in the handlers' side
+table, whose ids are exactly the ``Sent`` command ids), and every command has its results once.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from svc_apps import FINE_PARKING, FINE_SPEEDING, fines_app, read_effects
+from svc_support import (
+    ServiceProcess,
+    check_no_duplicates,
+    completed,
+    instance_streams,
+    service_env,
+    wait_until,
+)
+
+from samples.traffic_fine.app import REPORTS_STREAM
+from samples.traffic_fine.demo import reports
+from samples.traffic_fine.messages import SpeedingViolation
+from stores.sqlite import SqliteEventStore
+
+APP = "svc_apps:fines_app"
+WORKFLOWS = 300
+HANDLER_STREAMS = {
+    "fines.GenerateTrafficFineSystemNumber": "number_with_effect",
+    "fines.GenerateTrafficFineManualIdentificationCode": "code_with_effect",
+}
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> Iterator[tuple[SqliteEventStore, str, Path, list[ServiceProcess]]]:
+    db = tmp_path / "events.db"
+    store = SqliteEventStore(db)
+    processes: list[ServiceProcess] = []
+    yield store, f"sqlite:///{db}", tmp_path / "effects.db", processes
+    for process in processes:
+        process.cleanup()
+    store.close()
+
+
+def check_outcome(store: SqliteEventStore, effects_db: Path, speeding: set[str]) -> int:
+    """Everything the module docstring promises; returns how many handler calls were repeats."""
+    streams = instance_streams(store, "IssueTrafficFineForSpeedingViolation-")
+    assert len(streams) == WORKFLOWS
+    sent: dict[str, str] = {}
+    for stream, events in streams.items():
+        check_no_duplicates(stream, events)
+        report_id = stream.removeprefix("IssueTrafficFineForSpeedingViolation-")
+        expected = FINE_SPEEDING if report_id in speeding else FINE_PARKING
+        assert [e.type for e in events] == expected, stream
+        sent.update({str(e.id): e.type for e in events if e.type.startswith("Sent:")})
+    # Each report started exactly one instance.
+    causes = [json.loads(events[1].metadata)["causation_id"] for events in streams.values()]
+    assert len(set(causes)) == WORKFLOWS
+
+    effects = read_effects(str(effects_db))
+    assert set(effects) == set(sent), "effects and Sent commands differ"
+    kinds = {"number": 0, "code": 0, "issue": 0}
+    for command_id, (kind, calls) in effects.items():
+        kinds[kind] += 1
+        assert calls >= 1
+        handler = HANDLER_STREAMS.get(sent[command_id].removeprefix("Sent:"))
+        if handler is not None:
+            results = store.read_stream(f"{handler}-{command_id}")
+            assert len(results) == 1, f"{command_id}: {len(results)} results"
+    assert kinds == {"number": len(speeding), "code": len(speeding), "issue": len(speeding)}
+    return sum(calls for _, calls in effects.values()) - len(effects)
+
+
+@pytest.mark.slow
+def test_sigkill_at_random_moments_then_restart(
+    setup: tuple[SqliteEventStore, str, Path, list[ServiceProcess]],
+) -> None:
+    store, uri, effects_db, processes = setup
+    rng = random.Random(20261121)
+    made = reports(WORKFLOWS, seed=5)
+    speeding = {r.police_report_id for r in made if isinstance(r.offense, SpeedingViolation)}
+    service = ServiceProcess(
+        APP, uri, effects_db.with_name("service.log"), service_env(effects_db, 0.003)
+    )
+    processes.append(service)
+
+    half = WORKFLOWS // 2
+    fines_app.publish_many(store, made[:half], REPORTS_STREAM)
+    published = half
+    kills_at: list[tuple[int, int]] = []
+    for kill in range(4):
+        if kill == 2:  # more work arrives while the service is down
+            fines_app.publish_many(store, made[half:], REPORTS_STREAM)
+            published = WORKFLOWS
+        # Handler calls (the slow part) measure progress finely; completions come in bursts.
+        target = handler_calls(effects_db) + rng.randint(20, 200)
+        service.start()
+
+        def progressed(target: int = target, published: int = published) -> bool:
+            service.check_alive()
+            return handler_calls(effects_db) >= target or completed(store, fines_app) == published
+
+        wait_until(progressed, 60, f"{target} handler calls before kill {kill + 1}")
+        # A random moment a little after the condition: in the middle of whatever is going on.
+        threading_pause(rng.uniform(0.0, 0.05))
+        service.kill()
+        kills_at.append((completed(store, fines_app), published))
+    mid_run = sum(done < published for done, published in kills_at)
+    assert mid_run >= 3, f"too few kills in the middle of the work: {kills_at}"
+
+    service.start()
+    wait_until(
+        lambda: service.check_alive() or all_done(store, effects_db, speeding),
+        60,
+        "every workflow completed and every command carried out after the last restart",
+    )
+    assert service.terminate() == 0
+    repeats = check_outcome(store, effects_db, speeding)
+    print(f"killed at (completed, published) {kills_at}; {repeats} handler calls were repeats")
+
+
+@pytest.mark.slow
+def test_two_services_on_one_file(
+    setup: tuple[SqliteEventStore, str, Path, list[ServiceProcess]],
+) -> None:
+    store, uri, effects_db, processes = setup
+    made = reports(WORKFLOWS, seed=9)
+    speeding = {r.police_report_id for r in made if isinstance(r.offense, SpeedingViolation)}
+    env = service_env(effects_db, 0.001)
+    services = [
+        ServiceProcess(APP, uri, effects_db.with_name(f"service{n}.log"), env) for n in (1, 2)
+    ]
+    processes.extend(services)
+    for service in services:
+        service.start()
+    for service in services:
+        wait_until(
+            lambda service=service: service.check_alive() or bool(service.log_lines("started")),
+            30,
+            "both services started",
+        )
+    # Published while both run, in chunks, so they compete for the same instances.
+    for first in range(0, WORKFLOWS, 30):
+        fines_app.publish_many(store, made[first : first + 30], REPORTS_STREAM)
+
+    def done() -> bool:
+        for service in services:
+            service.check_alive()
+        return all_done(store, effects_db, speeding)
+
+    wait_until(done, 90, "every workflow completed and command carried out by two services")
+    assert [service.terminate() for service in services] == [0, 0]
+    repeats = check_outcome(store, effects_db, speeding)
+    print(f"{repeats} handler calls were repeats")
+
+
+def all_done(store: SqliteEventStore, effects_db: Path, speeding: set[str]) -> bool:
+    """Every workflow completed, and the last commands (issue the fine) carried out too."""
+    if completed(store, fines_app) < WORKFLOWS or not effects_db.exists():
+        return False
+    return len(read_effects(str(effects_db))) >= 3 * len(speeding)
+
+
+def handler_calls(effects_db: Path) -> int:
+    """How many times the handlers ran so far."""
+    if not effects_db.exists():
+        return 0
+    return sum(calls for _, calls in read_effects(str(effects_db)).values())
+
+
+def threading_pause(seconds: float) -> None:
+    """A deliberate random delay (the kill moment itself), not a wait for something."""
+    import threading
+
+    threading.Event().wait(seconds)

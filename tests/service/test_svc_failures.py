@@ -1,0 +1,150 @@
+"""Failures and timers at process level, through ``decider run`` and the other CLI commands.
+
+(c) A handler that always fails: its command is parked after its retries (``decider parked``
+lists it), the workflow receives ``decider.CommandFailed`` and compensates, every other
+workflow completes; ``decider retry`` runs it again (three more attempts, parked again).
+(d) A timer due while the service is down fires once after the restart.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from svc_apps import (
+    ERRAND_ABANDONED,
+    ERRAND_DONE,
+    REMINDER,
+    ErrandRequested,
+    ReminderSet,
+    chores_app,
+    read_effects,
+)
+from svc_support import ServiceProcess, completed, instance_streams, service_env, wait_until
+
+from processors import list_parked
+from processors.cli import main
+from stores.sqlite import SqliteEventStore
+
+APP = "svc_apps:chores_app"
+
+
+@pytest.fixture
+def chores(tmp_path: Path) -> Iterator[tuple[SqliteEventStore, ServiceProcess, Path]]:
+    db = tmp_path / "events.db"
+    store = SqliteEventStore(db)
+    effects = tmp_path / "effects.db"
+    service = ServiceProcess(APP, f"sqlite:///{db}", tmp_path / "service.log", service_env(effects))
+    yield store, service, effects
+    service.cleanup()
+    store.close()
+
+
+def test_failing_handler_parks_and_the_workflow_compensates(
+    chores: tuple[SqliteEventStore, ServiceProcess, Path],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    store, service, effects_db = chores
+    doomed = {"E-03", "E-11"}
+    errands = [
+        ErrandRequested(errand_id=f"E-{n:02d}", doomed=f"E-{n:02d}" in doomed) for n in range(20)
+    ]
+    service.start()
+    chores_app.publish_many(store, errands, "errands")
+    wait_until(
+        lambda: service.check_alive() or completed(store, chores_app) == 20,
+        30,
+        "20 errands completed",
+    )
+    streams = instance_streams(store, "Errand-")
+    for stream, events in streams.items():
+        expected = ERRAND_ABANDONED if stream.removeprefix("Errand-") in doomed else ERRAND_DONE
+        assert [e.type for e in events] == expected, stream
+    sent = {stream.removeprefix("Errand-"): str(events[2].id) for stream, events in streams.items()}
+    effects = read_effects(str(effects_db))
+    assert {c: calls for c, (_, calls) in effects.items()} == {
+        command_id: 3 if errand in doomed else 1 for errand, command_id in sent.items()
+    }
+    parked = {p.command_id: p for p in list_parked(store, chores_app)}
+    assert set(parked) == {sent[e] for e in doomed}
+    assert {p.attempts for p in parked.values()} == {3}
+    assert all("cannot be done" in p.reason for p in parked.values())
+
+    uri = ["--app", APP, "--store", service.uri]
+    assert main(["parked", *uri]) == 0
+    listed = capsys.readouterr().out
+    assert "parked commands (2):" in listed
+    for command_id in parked:
+        assert command_id in listed
+    assert main(["status", *uri, "--workflow", "Errand", "--limit", "0"]) == 0
+    assert "Errand: running 0, completed 20" in capsys.readouterr().out
+
+    # Retried by the running service: three more attempts, parked again, fed back again.
+    retried = sent["E-11"]
+    assert main(["retry", retried, *uri]) == 0
+    assert f"retry of {retried} requested" in capsys.readouterr().out
+    wait_until(
+        lambda: service.check_alive() or read_effects(str(effects_db))[retried][1] == 6,
+        30,
+        "three more attempts of the retried command",
+    )
+    wait_until(
+        lambda: (
+            service.check_alive()
+            or retried in {p.command_id for p in list_parked(store, chores_app)}
+        ),
+        30,
+        "the retried command parked again",
+    )
+    assert service.terminate() == 0
+    events = store.read_stream("Errand-E-11")
+    # The instance had completed: the second failure is recorded, not acted upon.
+    assert [e.type for e in events] == [*ERRAND_ABANDONED, "Ignored:decider.CommandFailed"]
+    assert main(["retry", retried, *uri]) == 0  # parked again, so it can be retried again
+    assert main(["retry", sent["E-00"], *uri]) == 1
+    assert "is not parked" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_timer_due_while_the_service_is_down_fires_once_after_restart(
+    chores: tuple[SqliteEventStore, ServiceProcess, Path],
+) -> None:
+    store, service, _ = chores
+    service.start()
+    chores_app.publish(store, ReminderSet(reminder_id="R-1", seconds=2.0), "reminders")
+    stream = "Reminder-R-1"
+    wait_until(
+        lambda: service.check_alive() or len(store.read_stream(stream)) == 3,
+        20,
+        "the Scheduled event recorded",
+    )
+    assert service.terminate(signal.SIGINT) == 0
+    scheduled = store.read_stream(stream)[2]
+    assert scheduled.type == "Scheduled:svc.ReminderDue"
+    assert len(store.read_stream(stream)) == 3, "the timer fired before the service stopped"
+    recorded = json.loads(scheduled.metadata)["recorded_at"]
+    due = datetime.fromisoformat(recorded) + timedelta(seconds=2)
+
+    # Down until the timer is due: the wall clock is the condition.
+    wait_until(lambda: _now() > due, 10, "the timer's due time to pass")
+    assert not store.read_stream(f"timer-{scheduled.id}")
+    service.start()
+    wait_until(
+        lambda: service.check_alive() or completed(store, chores_app) == 1,
+        20,
+        "the reminder completed after the restart",
+    )
+    assert service.terminate() == 0
+    assert [e.type for e in store.read_stream(stream)] == REMINDER
+    fired = store.read_stream(f"timer-{scheduled.id}")
+    assert [e.type for e in fired] == ["svc.ReminderDue"]
+    assert json.loads(store.read_stream(stream)[3].metadata)["causation_id"] == str(fired[0].id)
+    assert any("fired 1 timer(s)" in line for line in service.log_lines("timers"))
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)

@@ -1,0 +1,185 @@
+"""The SQLite store: the shared contract on a file and in memory, and what is SQLite's own."""
+
+from __future__ import annotations
+
+import gc
+import sqlite3
+import threading
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from stores import ANY, NO_STREAM, StoreError, StoreUnavailable, StreamAppend
+from stores.contract import EventStoreContract, new_events
+from stores.sqlite import SqliteEventStore
+
+
+class TestSqliteStore(EventStoreContract):
+    store_factory = staticmethod(lambda tmp_path: SqliteEventStore(tmp_path / "e.db"))
+
+
+class TestSqliteMemoryStore(EventStoreContract):
+    store_factory = staticmethod(lambda tmp_path: SqliteEventStore(":memory:"))
+
+
+def _pragma(store: SqliteEventStore, name: str) -> object:
+    connection, _ = store._connection()
+    return connection.execute(f"PRAGMA {name}").fetchone()[0]
+
+
+@pytest.mark.parametrize(("level", "code"), [("OFF", 0), ("normal", 1), ("FULL", 2), ("EXTRA", 3)])
+def test_durability_setting_is_applied_on_every_connection(
+    tmp_path: Path, level: str, code: int
+) -> None:
+    store = SqliteEventStore(tmp_path / "e.db", synchronous=level)
+    try:
+        assert store.synchronous == level.upper()
+        assert _pragma(store, "synchronous") == code
+        assert _pragma(store, "journal_mode") == "wal"
+        seen: list[object] = []
+        thread = threading.Thread(target=lambda: seen.append(_pragma(store, "synchronous")))
+        thread.start()
+        thread.join(10)
+        assert seen == [code]
+    finally:
+        store.close()
+
+
+def test_full_durability_is_the_default(tmp_path: Path) -> None:
+    store = SqliteEventStore(tmp_path / "e.db")
+    try:
+        assert _pragma(store, "synchronous") == 2
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"synchronous": "SOMETIMES"}, "synchronous must be one of"),
+        ({"busy_timeout": -1.0}, "busy_timeout"),
+        ({"probe_interval": 0.0}, "probe_interval"),
+        ({"probe_interval": float("inf")}, "probe_interval"),
+    ],
+)
+def test_bad_settings_are_rejected(tmp_path: Path, kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        SqliteEventStore(tmp_path / "e.db", **kwargs)  # type: ignore[arg-type]
+    assert not (tmp_path / "e.db").exists()
+
+
+def test_memory_database_is_shared_by_threads() -> None:
+    store = SqliteEventStore(":memory:")
+    try:
+        events = new_events(2)
+        thread = threading.Thread(target=lambda: store.append("s", events, NO_STREAM))
+        thread.start()
+        thread.join(10)
+        assert [e.id for e in store.read_stream("s")] == [e.id for e in events]
+    finally:
+        store.close()
+
+
+def test_reopening_a_file_keeps_events_positions_and_checkpoints(tmp_path: Path) -> None:
+    path = tmp_path / "e.db"
+    store = SqliteEventStore(path)
+    store.append("a", new_events(3), NO_STREAM)
+    store.append_batch([StreamAppend("b", new_events(1), NO_STREAM)], checkpoint=("proc", 2))
+    before = store.read_all()
+    store.close()
+
+    reopened = SqliteEventStore(path)
+    try:
+        assert reopened.read_all() == before
+        assert reopened.load_checkpoint("proc") == 2
+        result = reopened.append("a", new_events(1), 2)
+        assert result.position > before[-1].position
+        assert all(e.recorded_at.utcoffset() == timedelta(0) for e in before)
+    finally:
+        reopened.close()
+
+
+def test_recorded_at_is_stored_as_utc(tmp_path: Path) -> None:
+    path = tmp_path / "e.db"
+    store = SqliteEventStore(path)
+    try:
+        store.append("s", new_events(1), NO_STREAM)
+    finally:
+        store.close()
+    with sqlite3.connect(path) as raw:
+        (stored,) = raw.execute("SELECT recorded_at FROM events").fetchone()
+    raw.close()
+    assert stored.endswith("+00:00")
+
+
+def test_a_held_write_lock_past_busy_timeout_is_unavailable(tmp_path: Path) -> None:
+    path = tmp_path / "e.db"
+    store = SqliteEventStore(path, busy_timeout=0.05)
+    blocker = sqlite3.connect(path, isolation_level=None)
+    try:
+        blocker.execute("BEGIN IMMEDIATE")
+        with pytest.raises(StoreUnavailable, match="locked"):
+            store.append("s", new_events(1), ANY)
+        blocker.execute("ROLLBACK")
+        assert store.append("s", new_events(1), ANY).next_expected_revision == 0
+    finally:
+        blocker.close()
+        store.close()
+
+
+def test_a_closed_store_refuses_work(tmp_path: Path) -> None:
+    store = SqliteEventStore(tmp_path / "e.db")
+    store.close()
+    store.close()
+    with pytest.raises(StoreError, match="closed"):
+        store.read_all()
+    with pytest.raises(StoreError, match="closed"):
+        store.append("s", new_events(1), ANY)
+
+
+def test_an_unopenable_path_is_a_store_error(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="unable to open"):
+        SqliteEventStore(tmp_path / "missing-dir" / "e.db")
+
+
+@pytest.mark.parametrize(
+    ("events", "expected", "error"),
+    [(0, ANY, ValueError), (1, -1, ValueError), (1, "0", TypeError), (1, True, TypeError)],
+)
+def test_malformed_appends_are_rejected(
+    tmp_path: Path, events: int, expected: object, error: type[Exception]
+) -> None:
+    store = SqliteEventStore(tmp_path / "e.db")
+    try:
+        with pytest.raises(error):
+            store.append("s", new_events(events), expected)  # type: ignore[arg-type]
+        assert store.read_all() == []
+    finally:
+        store.close()
+
+
+def test_threads_that_end_give_their_connections_back(tmp_path: Path) -> None:
+    store = SqliteEventStore(tmp_path / "e.db")
+    try:
+        for _ in range(5):
+            thread = threading.Thread(target=lambda: store.append("s", new_events(1), ANY))
+            thread.start()
+            thread.join(10)
+            del thread
+        gc.collect()
+        assert len(store._connections) == 1  # the constructing thread's
+        assert len(store.read_stream("s")) == 5
+    finally:
+        store.close()
+
+
+def test_an_any_append_of_many_events_is_idempotent(tmp_path: Path) -> None:
+    store = SqliteEventStore(tmp_path / "e.db", synchronous="OFF")
+    try:
+        events = new_events(1200)
+        first = store.append("s", events, ANY)
+        assert store.append("s", events, ANY) == first
+        assert len(store.read_stream("s")) == 1200
+    finally:
+        store.close()

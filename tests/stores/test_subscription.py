@@ -1,0 +1,157 @@
+"""The shared catch-up subscription: paging, caught-up position, wake-ups, probing, stop."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from datetime import UTC, datetime
+
+import pytest
+
+from stores import ALL, ANY, CaughtUp, Filter, RecordedEvent, StoreError
+from stores.contract import new_events, take
+from stores.memory import MemoryEventStore
+from stores.subscription import CatchUpSubscription, LogNotifier
+
+
+def _subscription(
+    store: MemoryEventStore,
+    reads: list[int | None],
+    *,
+    filter: Filter = ALL,
+    after: int | None = None,
+    page_size: int = 2,
+) -> CatchUpSubscription:
+    def read_page(after_position: int | None, limit: int) -> list[RecordedEvent]:
+        reads.append(after_position)
+        return store.read_all(after_position, limit, filter)
+
+    return CatchUpSubscription(
+        read_page=read_page,
+        head=lambda: store.read_all()[-1].position if store.read_all() else None,
+        notifier=store._notifier,
+        after_position=after,
+        page_size=page_size,
+    )
+
+
+def test_history_comes_in_pages_then_caught_up_at_the_last_event() -> None:
+    store = MemoryEventStore()
+    events = new_events(5)
+    for event in events:
+        store.append("s", [event], ANY)
+    reads: list[int | None] = []
+    sub = _subscription(store, reads)
+    items = take(sub, 6)
+    assert [i.id for i in items[:5] if isinstance(i, RecordedEvent)] == [e.id for e in events]
+    assert items[5] == CaughtUp(position=5)
+    assert reads == [None, 2, 4]
+
+
+def test_a_quiet_filter_skips_to_the_head_and_idles_without_reading() -> None:
+    store = MemoryEventStore()
+    store.append("s", new_events(7), ANY)
+    reads: list[int | None] = []
+    sub = _subscription(store, reads, filter=Filter(event_types=("Other",)))
+    assert take(sub, 1) == [CaughtUp(position=7)]
+    assert sub.poll(0) is None
+    assert sub.poll(0) is None
+    assert reads == [None], "an idle subscription must not re-read the log"
+    store.append("s", new_events(1), ANY)
+    assert sub.poll(0) is None
+    assert reads[-1] == 7, "the next read starts after the head it skipped to"
+
+
+def test_empty_log_is_caught_up_at_none_then_goes_live() -> None:
+    store = MemoryEventStore()
+    sub = _subscription(store, [])
+    assert take(sub, 1) == [CaughtUp(position=None)]
+    event = new_events(1)
+    store.append("s", event, ANY)
+    [live] = take(sub, 1)
+    assert isinstance(live, RecordedEvent) and live.id == event[0].id
+
+
+def test_a_start_past_the_head_is_caught_up_there() -> None:
+    store = MemoryEventStore()
+    store.append("s", new_events(2), ANY)
+    sub = _subscription(store, [], after=10)
+    assert take(sub, 1) == [CaughtUp(position=10)]
+
+
+def test_an_append_wakes_a_blocked_poll() -> None:
+    store = MemoryEventStore()
+    sub = _subscription(store, [])
+    assert take(sub, 1) == [CaughtUp(position=None)]
+    event = new_events(1)
+    timer = threading.Timer(0.05, lambda: store.append("s", event, ANY))
+    timer.start()
+    started = time.monotonic()
+    item = sub.poll(10.0)
+    timer.join()
+    assert isinstance(item, RecordedEvent) and item.id == event[0].id
+    assert time.monotonic() - started < 5.0
+
+
+def test_probing_notices_appends_nobody_announced() -> None:
+    log: list[RecordedEvent] = []
+    sub = CatchUpSubscription(
+        read_page=lambda after, limit: [e for e in log if after is None or e.position > after][
+            :limit
+        ],
+        head=lambda: log[-1].position if log else None,
+        notifier=LogNotifier(),
+        probe_interval=0.01,
+    )
+    assert take(sub, 1) == [CaughtUp(position=None)]
+    event = RecordedEvent(
+        id=uuid.uuid4(),
+        type="T",
+        data=b"",
+        metadata=b"",
+        stream="s",
+        revision=0,
+        position=1,
+        recorded_at=datetime.now(UTC),
+    )
+    threading.Timer(0.03, lambda: log.append(event)).start()
+    assert sub.poll(10.0) == event
+
+
+def test_stop_wakes_a_blocked_poll_and_ends_iteration() -> None:
+    store = MemoryEventStore()
+    sub = _subscription(store, [])
+    assert take(sub, 1) == [CaughtUp(position=None)]
+    threading.Timer(0.05, sub.stop).start()
+    assert list(sub) == []
+    assert sub.stopped and sub.poll(0) is None
+
+
+def test_stop_before_polling_delivers_nothing() -> None:
+    store = MemoryEventStore()
+    store.append("s", new_events(1), ANY)
+    with _subscription(store, []) as sub:
+        pass
+    assert sub.poll(1.0) is None
+
+
+def test_read_errors_reach_the_consumer() -> None:
+    def failing(after: int | None, limit: int) -> list[RecordedEvent]:
+        raise StoreError("disk on fire")
+
+    sub = CatchUpSubscription(read_page=failing, head=lambda: 3, notifier=LogNotifier())
+    with pytest.raises(StoreError, match="disk on fire"):
+        sub.poll(0)
+
+
+@pytest.mark.parametrize(("page_size", "probe"), [(0, None), (10, 0.0), (10, -1.0)])
+def test_bad_arguments_are_rejected(page_size: int, probe: float | None) -> None:
+    with pytest.raises(ValueError):
+        CatchUpSubscription(
+            read_page=lambda after, limit: [],
+            head=lambda: None,
+            notifier=LogNotifier(),
+            page_size=page_size,
+            probe_interval=probe,
+        )
