@@ -100,10 +100,20 @@ def test_failing_handler_parks_and_the_workflow_compensates(
         30,
         "the retried command parked again",
     )
+    # Parking and feeding the failure back are two steps; the second lands in the instance's
+    # stream. The instance had completed: the second failure is recorded, not acted upon.
+    abandoned_and_ignored = [*ERRAND_ABANDONED, "Ignored:decider.CommandFailed"]
+    wait_until(
+        lambda: (
+            service.check_alive()
+            or [e.type for e in store.read_stream("Errand-E-11")] == abandoned_and_ignored
+        ),
+        30,
+        "the second failure recorded as Ignored",
+    )
     assert service.terminate() == 0
     events = store.read_stream("Errand-E-11")
-    # The instance had completed: the second failure is recorded, not acted upon.
-    assert [e.type for e in events] == [*ERRAND_ABANDONED, "Ignored:decider.CommandFailed"]
+    assert [e.type for e in events] == abandoned_and_ignored
     assert main(["retry", retried, *uri]) == 0  # parked again, so it can be retried again
     assert main(["retry", sent["E-00"], *uri]) == 1
     assert "is not parked" in capsys.readouterr().err
