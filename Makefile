@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint types pytest bench clean
+.PHONY: demo test lint types pytest bench clean postgres
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,7 +25,11 @@ lint: $(STAMP)
 types: $(STAMP)
 	$(BIN)/mypy decider stores processors samples benchmarks
 
-pytest: $(STAMP)
+# The PostgreSQL tests need the local server: started here if it is down, never skipped.
+postgres:
+	.ci/ensure-postgres
+
+pytest: $(STAMP) postgres
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)

@@ -9,13 +9,21 @@ URI                                        store
 ``sqlite:///:memory:``                     an SQLite database in this process only
 ``esdb://host:2113?Tls=false``             ``stores.esdb.EsdbEventStore`` (extra ``esdb``)
 ``esdb+discover://...``                    the same, with cluster discovery
+``postgresql://user@host:5432/db``         :class:`stores.postgres.PostgresEventStore`
+``postgres://...``                         the same (extra ``postgres``)
 =========================================  ==============================================
 
 SQLite query parameters: ``synchronous`` (``OFF``, ``NORMAL``, ``FULL``, ``EXTRA``),
 ``busy_timeout`` and ``probe_interval`` (seconds), e.g.
-``sqlite:///events.db?synchronous=NORMAL``. Anything else (an unknown scheme, a missing path, a
-bad or unknown parameter, ``postgresql://``, whose adapter does not exist yet) raises
-:class:`~stores.errors.UnsupportedStoreURI` naming the URI and the reason.
+``sqlite:///events.db?synchronous=NORMAL``.
+
+PostgreSQL query parameters: ``schema`` (default ``public``) and ``synchronous_commit`` (``on``,
+``off``, ``local``, ``remote_write``, ``remote_apply``) are the store's; every other one goes to
+libpq as it is (``connect_timeout``, ``sslmode``, ``application_name``, ...), e.g.
+``postgresql://app@db:5432/events?schema=billing&connect_timeout=5``.
+
+Anything else (an unknown scheme, a missing path, a bad or unknown parameter) raises
+:class:`~stores.errors.UnsupportedStoreURI` naming the URI (without its password) and the reason.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ if TYPE_CHECKING:
     from stores.protocol import EventStore
 
 _SQLITE_PARAMETERS = ("synchronous", "busy_timeout", "probe_interval")
+_POSTGRES_PARAMETERS = ("schema", "synchronous_commit")
 
 
 def open_store(uri: str) -> EventStore:
@@ -45,9 +54,10 @@ def open_store(uri: str) -> EventStore:
     if scheme in ("esdb", "esdb+discover"):
         return _esdb(uri)
     if scheme in ("postgresql", "postgres"):
-        raise UnsupportedStoreURI(uri, "the PostgreSQL adapter is not available yet")
+        return _postgres(uri)
     raise UnsupportedStoreURI(
-        uri, f"unknown scheme {scheme!r}; expected memory, sqlite, esdb or esdb+discover"
+        uri,
+        f"unknown scheme {scheme!r}; expected memory, sqlite, esdb, esdb+discover or postgresql",
     )
 
 
@@ -117,3 +127,52 @@ def _esdb(uri: str) -> EventStore:
         raise UnsupportedStoreURI(uri, f"the EventStoreDB adapter cannot be loaded: {exc}") from exc
     store: EventStore = module.EsdbEventStore(uri)
     return store
+
+
+def _postgres(uri: str) -> EventStore:
+    shown = _without_password(uri)
+    base, _, query = uri.partition("?")
+    options: dict[str, str] = {}
+    passed: list[str] = []  # libpq's parameters, untouched (libpq decodes them itself)
+    for part in query.split("&") if query else []:
+        raw_key, equals, raw_value = part.partition("=")
+        key = urllib.parse.unquote(raw_key)
+        if not equals or not key:
+            raise UnsupportedStoreURI(shown, f"malformed query string: {part!r} is not key=value")
+        if key not in _POSTGRES_PARAMETERS:
+            passed.append(part)
+            continue
+        if key in options:
+            raise UnsupportedStoreURI(shown, f"parameter {key!r} given twice")
+        options[key] = urllib.parse.unquote(raw_value)
+    conninfo = base + ("?" + "&".join(passed) if passed else "")
+    try:
+        # Imported by name: the adapter and its driver are optional.
+        module = importlib.import_module("stores.postgres")
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and exc.name.split(".")[0] == "psycopg":
+            raise UnsupportedStoreURI(
+                shown, "the psycopg package is missing: pip install 'decider[postgres]'"
+            ) from exc
+        raise UnsupportedStoreURI(shown, f"the PostgreSQL adapter cannot be loaded: {exc}") from exc
+    try:
+        store: EventStore = module.PostgresEventStore(
+            conninfo,
+            schema=options.get("schema", "public"),
+            synchronous_commit=options.get("synchronous_commit", "on"),
+        )
+    except ValueError as exc:
+        raise UnsupportedStoreURI(shown, f"bad parameter: {exc}") from exc
+    return store
+
+
+def _without_password(uri: str) -> str:
+    """``uri`` with the password of its user info, if any, replaced by ``***``."""
+    scheme, separator, rest = uri.partition("://")
+    authority_end = min((i for i in (rest.find("/"), rest.find("?")) if i >= 0), default=len(rest))
+    authority = rest[:authority_end]
+    user_info, at, hosts = authority.rpartition("@")
+    if not at or ":" not in user_info:
+        return uri
+    user = user_info.partition(":")[0]
+    return f"{scheme}{separator}{user}:***@{hosts}{rest[authority_end:]}"

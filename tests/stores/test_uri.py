@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import importlib.util
+import socket
 import sys
 from pathlib import Path
 
 import pytest
 
-from stores import NO_STREAM, UnsupportedStoreURI
+from stores import NO_STREAM, StoreUnavailable, UnsupportedStoreURI
 from stores.contract import new_events
 from stores.memory import MemoryEventStore
+from stores.postgres import PostgresEventStore
 from stores.sqlite import SqliteEventStore
 from stores.uri import open_store
+from tests.pg_support import PG_URI, fresh_schema
 
 
 def test_memory() -> None:
@@ -70,8 +73,12 @@ def test_sqlite_in_memory() -> None:
         ("sqlite:///e.db?probe_interval=0", "probe_interval must be"),
         ("sqlite:///e.db?synchronous=FULL&synchronous=OFF", "given twice"),
         ("sqlite:///e.db?synchronous", "malformed query"),
-        ("postgresql://user@localhost/events", "PostgreSQL adapter is not available yet"),
-        ("postgres://localhost/events", "PostgreSQL adapter is not available yet"),
+        ("postgresql://localhost/db?schema=", "schema must be"),
+        ("postgresql://localhost/db?schema=a&schema=b", "given twice"),
+        ("postgresql://localhost/db?synchronous_commit=maybe", "synchronous_commit must be"),
+        ("postgres://localhost/db?durability=full", "invalid URI query parameter"),
+        ("postgresql://localhost/db?schema", "malformed query"),
+        ("postgresql://localhost:notaport/db", "port must be a number"),
     ],
 )
 def test_bad_uris_name_the_uri_and_the_reason(
@@ -83,6 +90,63 @@ def test_bad_uris_name_the_uri_and_the_reason(
     assert caught.value.uri == uri
     assert reason in caught.value.reason
     assert not (tmp_path / "e.db").exists()
+
+
+@pytest.mark.parametrize("scheme", ["postgresql", "postgres"])
+def test_postgresql_with_store_and_libpq_parameters(scheme: str) -> None:
+    base = PG_URI.split("://", 1)[1]
+    with fresh_schema() as schema:
+        uri = (
+            f"{scheme}://{base}?schema={schema}&synchronous_commit=OFF"
+            "&connect_timeout=5&application_name=decider-uri-test"
+        )
+        store = open_store(uri)
+        try:
+            assert isinstance(store, PostgresEventStore)
+            assert (store.schema, store.synchronous_commit) == (schema, "off")
+            store.append("s", new_events(1), NO_STREAM)
+            connection, _ = store._connection()
+            assert connection.info.get_parameters()["connect_timeout"] == "5"
+            [(name,)] = connection.execute("SHOW application_name").fetchall()
+            assert name == "decider-uri-test"
+            assert schema in store.name
+        finally:
+            store.close()
+
+
+def test_postgresql_defaults_to_the_public_schema_and_full_durability(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    opened: list[dict[str, object]] = []
+
+    def record(conninfo: str, **options: object) -> MemoryEventStore:
+        opened.append({"conninfo": conninfo, **options})
+        return MemoryEventStore()
+
+    monkeypatch.setattr("stores.postgres.PostgresEventStore", record)
+    open_store("postgresql://app@db.example:5432/events?sslmode=disable")
+    assert opened == [
+        {
+            "conninfo": "postgresql://app@db.example:5432/events?sslmode=disable",
+            "schema": "public",
+            "synchronous_commit": "on",
+        }
+    ]
+
+
+def test_postgresql_errors_hide_the_password() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(StoreUnavailable) as unavailable:
+        open_store(f"postgresql://app:s3cret@127.0.0.1:{port}/events?connect_timeout=5")
+    assert f"app@127.0.0.1:{port}/events" in str(unavailable.value)
+    assert "s3cret" not in str(unavailable.value)
+    uri = "postgresql://app:s3cret@127.0.0.1/events?schema=a&schema=b"
+    with pytest.raises(UnsupportedStoreURI) as unsupported:
+        open_store(uri)
+    assert unsupported.value.uri == "postgresql://app:***@127.0.0.1/events?schema=a&schema=b"
+    assert "s3cret" not in str(unsupported.value)
 
 
 def test_esdb_without_its_driver_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
