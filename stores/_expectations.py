@@ -1,4 +1,5 @@
-"""The expected-revision check and idempotent-append rule, shared by the local stores.
+"""The expected-revision check, the idempotent-append rule and argument checks, shared by the
+stores.
 
 EventStoreDB's rule, which every store follows:
 
@@ -36,6 +37,14 @@ def validate_append(events_count: int, expected: ExpectedRevision) -> None:
         )
     if isinstance(expected, int) and expected < 0:
         raise ValueError(f"expected revision must be >= 0 (or NO_STREAM), got {expected}")
+
+
+def check_read_args(from_revision: int, limit: int | None) -> None:
+    """Reject a negative revision or limit with a clear error before touching the store."""
+    if from_revision < 0:
+        raise ValueError(f"from_revision must be >= 0, got {from_revision}")
+    if limit is not None and limit < 0:
+        raise ValueError(f"limit must be >= 0, got {limit}")
 
 
 def plan_append(

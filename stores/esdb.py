@@ -38,7 +38,7 @@ import esdbclient
 import esdbclient.exceptions as esdb_errors
 from esdbclient import EventStoreDBClient, StreamState
 
-from stores._expectations import validate_append
+from stores._expectations import check_read_args, validate_append
 from stores.errors import (
     StoreError,
     StoreUnavailable,
@@ -326,7 +326,7 @@ class EsdbEventStore:
     ) -> list[RecordedEvent]:
         """The stream's events from ``from_revision`` on, forwards; ``[]`` for a missing
         (or soft-deleted) stream; :class:`~stores.errors.StreamDeleted` if tombstoned."""
-        _check_read_args(from_revision, limit)
+        check_read_args(from_revision, limit)
         self._check_open()
         if limit == 0:
             return []
@@ -347,7 +347,7 @@ class EsdbEventStore:
         filter: Filter = ALL,
     ) -> list[RecordedEvent]:
         """Events of ``$all`` after ``after_position`` (exclusive) that pass ``filter``."""
-        _check_read_args(0, limit)
+        check_read_args(0, limit)
         self._check_open()
         found: list[RecordedEvent] = []
         position = after_position
@@ -445,10 +445,3 @@ class EsdbEventStore:
     def _check_open(self) -> None:
         if self._closed:
             raise StoreError("the EventStoreDB event store is closed")
-
-
-def _check_read_args(from_revision: int, limit: int | None) -> None:
-    if from_revision < 0:
-        raise ValueError(f"from_revision must be >= 0, got {from_revision}")
-    if limit is not None and limit < 0:
-        raise ValueError(f"limit must be >= 0, got {limit}")

@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
-from stores._expectations import Stored, plan_append, validate_append
+from stores._expectations import Stored, check_read_args, plan_append, validate_append
 from stores.errors import StoreError
 from stores.protocol import (
     ALL,
@@ -91,7 +91,7 @@ class MemoryEventStore:
         self, stream: str, from_revision: int = 0, limit: int | None = None
     ) -> list[RecordedEvent]:
         """The stream's events from ``from_revision`` on; ``[]`` for a missing stream."""
-        _check_read_args(from_revision, limit)
+        check_read_args(from_revision, limit)
         with self._lock:
             self._check_open()
             events = self._streams.get(stream, [])
@@ -105,7 +105,7 @@ class MemoryEventStore:
         filter: Filter = ALL,
     ) -> list[RecordedEvent]:
         """Events after ``after_position`` (exclusive) that pass ``filter``, in log order."""
-        _check_read_args(0, limit)
+        check_read_args(0, limit)
         with self._lock:
             self._check_open()
             start = 0
@@ -221,10 +221,3 @@ class MemoryEventStore:
             else:
                 del self._streams[stream]
                 del self._ids[stream]
-
-
-def _check_read_args(from_revision: int, limit: int | None) -> None:
-    if from_revision < 0:
-        raise ValueError(f"from_revision must be >= 0, got {from_revision}")
-    if limit is not None and limit < 0:
-        raise ValueError(f"limit must be >= 0, got {limit}")

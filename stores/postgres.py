@@ -46,7 +46,6 @@ from __future__ import annotations
 import contextlib
 import threading
 import uuid
-import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -56,7 +55,8 @@ from psycopg import conninfo as pgconninfo
 from psycopg.pq import TransactionStatus
 from psycopg.rows import TupleRow
 
-from stores._expectations import Stored, plan_append, validate_append
+from stores._connections import ThreadConnections
+from stores._expectations import Stored, check_read_args, plan_append, validate_append
 from stores._postgres_listen import NotifyListener
 from stores._postgres_sql import Statements, decode, read_all_sql
 from stores.errors import StoreError, StoreUnavailable
@@ -133,14 +133,12 @@ class PostgresEventStore:
         self._name = _describe(params, schema)
         self._sql = Statements.for_schema(schema)
         self._session = f"SET TIME ZONE 'UTC'; SET synchronous_commit TO {level}"
-        self._local = threading.local()
-        self._connections: list[tuple[_Connection, threading.RLock]] = []
-        self._registry = threading.Lock()
-        self._finalizers: list[weakref.finalize[Any, Any]] = []
+        self._connections = ThreadConnections(
+            self._connect, lambda: StoreError(f"the PostgreSQL event store {self._name} is closed")
+        )
         self._notifier = LogNotifier()
         self._listener: NotifyListener | None = None
         self._listener_lock = threading.Lock()
-        self._closed = False
         try:
             with self._using() as connection:
                 (exists,) = _one(connection.execute(self._sql.tables_exist))
@@ -200,7 +198,7 @@ class PostgresEventStore:
         self, stream: str, from_revision: int = 0, limit: int | None = None
     ) -> list[RecordedEvent]:
         """The stream's events from ``from_revision`` on; ``[]`` for a missing stream."""
-        _check_read_args(from_revision, limit)
+        check_read_args(from_revision, limit)
         rows = self._query(self._sql.read_stream, (stream, from_revision, limit))
         return [decode(row) for row in rows]
 
@@ -211,7 +209,7 @@ class PostgresEventStore:
         filter: Filter = ALL,
     ) -> list[RecordedEvent]:
         """Events after ``after_position`` (exclusive) that pass ``filter``, in log order."""
-        _check_read_args(0, limit)
+        check_read_args(0, limit)
         statement, params = read_all_sql(self.schema, filter)
         after = 0 if after_position is None else after_position
         rows = self._query(statement, (after, *params, limit))
@@ -245,19 +243,11 @@ class PostgresEventStore:
         to call twice."""
         # Subscriptions learn of the close before their reads start failing.
         self._notifier.close()
-        with self._registry:
-            self._closed = True
-            connections, self._connections = self._connections, []
-            finalizers, self._finalizers = self._finalizers, []
+        self._connections.close()
         with self._listener_lock:
             listener, self._listener = self._listener, None
         if listener is not None:
             listener.stop(timeout=DEFAULT_CONNECT_TIMEOUT + 5.0)
-        for finalizer in finalizers:
-            finalizer.detach()
-        for connection, in_use in connections:
-            with in_use:
-                connection.close()
 
     def _append(
         self,
@@ -330,8 +320,7 @@ class PostgresEventStore:
         return None if head is None else int(head)
 
     def _check_open(self) -> None:
-        if self._closed:
-            raise StoreError(f"the PostgreSQL event store {self._name} is closed")
+        self._connections.check_open()
 
     def _query(
         self, statement: str, params: tuple[object, ...], *, fetch: bool = True
@@ -394,35 +383,14 @@ class PostgresEventStore:
 
     def _connection(self) -> tuple[_Connection, threading.RLock]:
         """This thread's connection and the lock that keeps close() from closing it in use."""
-        self._check_open()
-        pair: tuple[_Connection, threading.RLock] | None = getattr(self._local, "pair", None)
-        if pair is not None:
-            return pair
         try:
-            connection = self._connect()
+            return self._connections.get()
         except psycopg.Error as exc:
             raise _store_error(self._name, exc) from exc
-        pair = (connection, threading.RLock())
-        with self._registry:
-            if self._closed:
-                connection.close()
-                self._check_open()
-            self._connections.append(pair)
-        self._local.pair = pair
-        # A thread that ends gives its connection back, so short-lived threads do not pile up
-        # server connections.
-        finalizer = weakref.finalize(threading.current_thread(), _forget, weakref.ref(self), pair)
-        with self._registry:
-            self._finalizers.append(finalizer)
-        return pair
 
     def _drop(self, connection: _Connection, in_use: threading.RLock) -> None:
         """Forget this thread's broken connection."""
-        with self._registry:
-            if (connection, in_use) in self._connections:
-                self._connections.remove((connection, in_use))
-        self._local.pair = None
-        connection.close()
+        self._connections.drop((connection, in_use))
 
     def _start_listener(self) -> None:
         """Start the LISTEN thread once; it listens before this returns."""
@@ -460,21 +428,6 @@ def _one(cursor: psycopg.Cursor[TupleRow]) -> TupleRow:
     return row
 
 
-def _forget(
-    store_ref: weakref.ref[PostgresEventStore], pair: tuple[_Connection, threading.RLock]
-) -> None:
-    """Close the connection of a thread that ended, unless its store closed it already."""
-    store = store_ref()
-    if store is not None:
-        with store._registry:
-            if pair not in store._connections:
-                return
-            store._connections.remove(pair)
-    connection, in_use = pair
-    with in_use:
-        connection.close()
-
-
 def _store_error(name: str, exc: psycopg.Error) -> StoreError:
     """The one place where psycopg's errors become the store's.
 
@@ -497,10 +450,3 @@ def _describe(params: Mapping[str, Any], schema: str) -> str:
     where = (f"{user}@" if user else "") + host + (f":{port}" if port else "")
     suffix = "" if schema == "public" else f"?schema={schema}"
     return f"postgresql://{where}/{dbname}{suffix}"
-
-
-def _check_read_args(from_revision: int, limit: int | None) -> None:
-    if from_revision < 0:
-        raise ValueError(f"from_revision must be >= 0, got {from_revision}")
-    if limit is not None and limit < 0:
-        raise ValueError(f"limit must be >= 0, got {limit}")

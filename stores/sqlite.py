@@ -33,13 +33,13 @@ import os
 import sqlite3
 import threading
 import uuid
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from stores import _sqlite_sql as sql
-from stores._expectations import Stored, plan_append, validate_append
+from stores._connections import ThreadConnections
+from stores._expectations import Stored, check_read_args, plan_append, validate_append
 from stores.errors import StoreError, StoreUnavailable
 from stores.protocol import (
     ALL,
@@ -93,14 +93,14 @@ class SqliteEventStore:
         """The ``PRAGMA synchronous`` level of this store's connections."""
         self._busy_timeout = busy_timeout
         self._probe_interval = None if self._in_memory else probe_interval
-        self._local = threading.local()
         # ":memory:" is one database per connection, so every thread shares one connection
         # (taking turns through its lock); a file gets a connection per thread.
-        self._connections: list[tuple[sqlite3.Connection, threading.RLock]] = []
-        self._registry = threading.Lock()
-        self._finalizers: list[weakref.finalize[Any, Any]] = []
+        self._connections = ThreadConnections(
+            self._connect,
+            lambda: StoreError(f"the SQLite event store {self._path!r} is closed"),
+            shared=self._in_memory,
+        )
         self._notifier = LogNotifier()
-        self._closed = False
         connection, _ = self._connection()
         try:
             if not self._in_memory:
@@ -152,7 +152,7 @@ class SqliteEventStore:
         self, stream: str, from_revision: int = 0, limit: int | None = None
     ) -> list[RecordedEvent]:
         """The stream's events from ``from_revision`` on; ``[]`` for a missing stream."""
-        _check_read_args(from_revision, limit)
+        check_read_args(from_revision, limit)
         rows = self._query(sql.READ_STREAM, (stream, from_revision, -1 if limit is None else limit))
         return [sql.decode(row) for row in rows]
 
@@ -163,7 +163,7 @@ class SqliteEventStore:
         filter: Filter = ALL,
     ) -> list[RecordedEvent]:
         """Events after ``after_position`` (exclusive) that pass ``filter``, in log order."""
-        _check_read_args(0, limit)
+        check_read_args(0, limit)
         statement, params = sql.read_all_sql(filter)
         after = 0 if after_position is None else after_position
         rows = self._query(statement, (after, *params, -1 if limit is None else limit))
@@ -199,23 +199,14 @@ class SqliteEventStore:
         """Close every connection and end every subscription; safe to call twice."""
         # Subscriptions learn of the close before their reads start failing.
         self._notifier.close()
-        with self._registry:
-            self._closed = True
-            connections, self._connections = self._connections, []
-            finalizers, self._finalizers = self._finalizers, []
-        for finalizer in finalizers:
-            finalizer.detach()
-        for connection, in_use in connections:
-            with in_use:
-                connection.close()
+        self._connections.close()
 
     def _head(self) -> int | None:
         [(head,)] = self._query(sql.HEAD, ())
         return None if head is None else int(head)
 
     def _check_open(self) -> None:
-        if self._closed:
-            raise StoreError(f"the SQLite event store {self._path!r} is closed")
+        self._connections.check_open()
 
     def _query(self, statement: str, params: tuple[object, ...]) -> list[Any]:
         """Run one statement in autocommit mode (its own implicit transaction); its rows."""
@@ -252,47 +243,26 @@ class SqliteEventStore:
         return result
 
     def _connection(self) -> tuple[sqlite3.Connection, threading.RLock]:
-        """This thread's connection and the lock that keeps close() from closing it in use.
-
-        Closing a connection while another thread runs a statement on it crashes the
-        interpreter, so every use holds the lock and close() takes it first.
-        """
-        self._check_open()
-        if self._in_memory and self._connections:
-            return self._connections[0]
-        pair: tuple[sqlite3.Connection, threading.RLock] | None = getattr(self._local, "pair", None)
-        if pair is not None:
-            return pair
+        """This thread's connection and the lock that keeps close() from closing it in use."""
         try:
-            connection = sqlite3.connect(
-                self._path,
-                timeout=self._busy_timeout,
-                isolation_level=None,  # autocommit: transactions are explicit BEGIN IMMEDIATE
-                check_same_thread=False,  # close() closes every thread's connection
-                cached_statements=64,
-            )
-            connection.execute(f"PRAGMA synchronous={self.synchronous}")
+            return self._connections.get()
         except sqlite3.Error as exc:
             raise _store_error(self._path, exc) from exc
-        pair = (connection, threading.RLock())
-        with self._registry:
-            if self._closed:
-                connection.close()
-                self._check_open()
-            if self._in_memory and self._connections:
-                connection.close()  # another thread made the shared one first
-                return self._connections[0]
-            self._connections.append(pair)
-        if not self._in_memory:
-            self._local.pair = pair
-            # A thread that ends gives its connection back, so short-lived threads do not pile
-            # up open files.
-            finalizer = weakref.finalize(
-                threading.current_thread(), _forget, weakref.ref(self), pair
-            )
-            with self._registry:
-                self._finalizers.append(finalizer)
-        return pair
+
+    def _connect(self) -> sqlite3.Connection:
+        connection = sqlite3.connect(
+            self._path,
+            timeout=self._busy_timeout,
+            isolation_level=None,  # autocommit: transactions are explicit BEGIN IMMEDIATE
+            check_same_thread=False,  # close() closes every thread's connection
+            cached_statements=64,
+        )
+        try:
+            connection.execute(f"PRAGMA synchronous={self.synchronous}")
+        except BaseException:
+            connection.close()
+            raise
+        return connection
 
 
 def _append(
@@ -357,21 +327,6 @@ def _plan(
     )
 
 
-def _forget(
-    store_ref: weakref.ref[SqliteEventStore], pair: tuple[sqlite3.Connection, threading.RLock]
-) -> None:
-    """Close the connection of a thread that ended, unless its store closed it already."""
-    store = store_ref()
-    if store is not None:
-        with store._registry:
-            if pair not in store._connections:
-                return
-            store._connections.remove(pair)
-    connection, in_use = pair
-    with in_use:
-        connection.close()
-
-
 def _store_error(path: str, exc: sqlite3.Error) -> StoreError:
     """The one place where sqlite3's errors become the store's."""
     if isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc)):
@@ -381,10 +336,3 @@ def _store_error(path: str, exc: sqlite3.Error) -> StoreError:
 
 def _now() -> str:
     return datetime.now(UTC).isoformat()
-
-
-def _check_read_args(from_revision: int, limit: int | None) -> None:
-    if from_revision < 0:
-        raise ValueError(f"from_revision must be >= 0, got {from_revision}")
-    if limit is not None and limit < 0:
-        raise ValueError(f"limit must be >= 0, got {limit}")

@@ -1,0 +1,127 @@
+"""Connections per thread, for the stores that speak to a database through a driver.
+
+SQLite's and psycopg's connections are not to be used by two threads at once, and closing one
+while another thread runs a statement on it crashes the interpreter (sqlite3) or corrupts the
+protocol state (psycopg). So each thread gets its own connection, paired with a lock that every
+use holds and that :meth:`ThreadConnections.close` takes before closing it. A thread that ends
+gives its connection back (short-lived threads must not pile up open files or server
+connections). ``shared=True`` keeps a single connection for every thread instead, taking turns
+through its lock (SQLite's ``:memory:``, which is one database per connection).
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Callable
+from typing import Any, Generic, Protocol, TypeVar
+
+
+class _Closable(Protocol):
+    def close(self) -> None: ...
+
+
+C = TypeVar("C", bound=_Closable)
+
+Pair = tuple[C, threading.RLock]
+
+
+class ThreadConnections(Generic[C]):
+    """The connections of one store: one per thread (or one shared), each behind its lock.
+
+    ``connect()`` opens a connection (its errors propagate: the store maps them);
+    ``closed_error()`` is the exception that use after :meth:`close` raises.
+    """
+
+    def __init__(
+        self,
+        connect: Callable[[], C],
+        closed_error: Callable[[], Exception],
+        *,
+        shared: bool = False,
+    ) -> None:
+        self._connect = connect
+        self._closed_error = closed_error
+        self._shared = shared
+        self._local = threading.local()
+        self._pairs: list[Pair[C]] = []
+        self._registry = threading.Lock()
+        self._finalizers: list[weakref.finalize[Any, Any]] = []
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    def __len__(self) -> int:
+        """How many connections are open."""
+        return len(self._pairs)
+
+    def check_open(self) -> None:
+        """Raise ``closed_error()`` once :meth:`close` was called."""
+        if self._closed:
+            raise self._closed_error()
+
+    def get(self) -> Pair[C]:
+        """This thread's connection (opened now if it has none) and its lock."""
+        self.check_open()
+        if self._shared and self._pairs:
+            return self._pairs[0]
+        pair: Pair[C] | None = getattr(self._local, "pair", None)
+        if pair is not None:
+            return pair
+        connection = self._connect()
+        pair = (connection, threading.RLock())
+        with self._registry:
+            if self._closed:
+                connection.close()
+                raise self._closed_error()
+            if self._shared:
+                if self._pairs:
+                    connection.close()  # another thread made the shared one first
+                    return self._pairs[0]
+                self._pairs.append(pair)
+                return pair
+            self._pairs.append(pair)
+            self._local.pair = pair
+            finalizer = weakref.finalize(
+                threading.current_thread(), _forget, weakref.ref(self), pair
+            )
+            self._finalizers.append(finalizer)
+        return pair
+
+    def drop(self, pair: Pair[C]) -> None:
+        """Forget and close this thread's connection (it broke); the next :meth:`get` opens
+        another."""
+        with self._registry:
+            if pair in self._pairs:
+                self._pairs.remove(pair)
+        if getattr(self._local, "pair", None) == pair:
+            self._local.pair = None
+        pair[0].close()
+
+    def close(self) -> None:
+        """Close every connection, each once its current use ends; safe to call twice."""
+        with self._registry:
+            self._closed = True
+            pairs, self._pairs = self._pairs, []
+            finalizers, self._finalizers = self._finalizers, []
+        for finalizer in finalizers:
+            finalizer.detach()
+        for connection, in_use in pairs:
+            with in_use:
+                connection.close()
+
+
+def _forget(owner_ref: weakref.ref[ThreadConnections[Any]], pair: Pair[Any]) -> None:
+    """Close the connection of a thread that ended, unless its owner closed it already."""
+    owner = owner_ref()
+    if owner is not None:
+        with owner._registry:
+            if pair not in owner._pairs:
+                return
+            owner._pairs.remove(pair)
+    connection, in_use = pair
+    with in_use:
+        connection.close()
