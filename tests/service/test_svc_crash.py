@@ -1,7 +1,8 @@
-"""Crash and concurrency, at process level: ``decider run`` processes on one SQLite file.
+"""Crash and concurrency, at process level: ``decider run`` processes on one store, an SQLite
+file or a PostgreSQL schema.
 
 (a) SIGKILL the service at random moments (seeded) while 300 workflows run, restart it, four
-times; (b) two service processes on the same file at once. Either way, at the end: every
+times; (b) two service processes on the same store at once. Either way, at the end: every
 workflow completed with exactly its expected history (no event twice, no input handled twice),
 every command's effect happened exactly once (one row per command id in the handlers' side
 table, whose ids are exactly the ``Sent`` command ids), and every command has its results once.
@@ -9,6 +10,7 @@ table, whose ids are exactly the ``Sent`` command ids), and every command has it
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 from collections.abc import Iterator
@@ -28,7 +30,10 @@ from svc_support import (
 from samples.traffic_fine.app import REPORTS_STREAM
 from samples.traffic_fine.demo import reports
 from samples.traffic_fine.messages import SpeedingViolation
+from stores.postgres import PostgresEventStore
+from stores.protocol import EventStore
 from stores.sqlite import SqliteEventStore
+from tests.pg_support import PG_URI, fresh_schema
 
 APP = "svc_apps:fines_app"
 WORKFLOWS = 300
@@ -38,18 +43,30 @@ HANDLER_STREAMS = {
 }
 
 
-@pytest.fixture
-def setup(tmp_path: Path) -> Iterator[tuple[SqliteEventStore, str, Path, list[ServiceProcess]]]:
-    db = tmp_path / "events.db"
-    store = SqliteEventStore(db)
+Setup = tuple[EventStore, str, Path, list[ServiceProcess]]
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def setup(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Setup]:
+    """The test's store, the URI the services open it by, the effects file, the services."""
     processes: list[ServiceProcess] = []
-    yield store, f"sqlite:///{db}", tmp_path / "effects.db", processes
-    for process in processes:
-        process.cleanup()
-    store.close()
+    with contextlib.ExitStack() as resources:
+        store: EventStore
+        if request.param == "sqlite":
+            db = tmp_path / "events.db"
+            store = SqliteEventStore(db)
+            uri = f"sqlite:///{db}"
+        else:
+            schema = resources.enter_context(fresh_schema())
+            store = PostgresEventStore(PG_URI, schema=schema)
+            uri = f"{PG_URI}{'&' if '?' in PG_URI else '?'}schema={schema}"
+        resources.callback(store.close)
+        yield store, uri, tmp_path / "effects.db", processes
+        for process in processes:
+            process.cleanup()
 
 
-def check_outcome(store: SqliteEventStore, effects_db: Path, speeding: set[str]) -> int:
+def check_outcome(store: EventStore, effects_db: Path, speeding: set[str]) -> int:
     """Everything the module docstring promises; returns how many handler calls were repeats."""
     streams = instance_streams(store, "IssueTrafficFineForSpeedingViolation-")
     assert len(streams) == WORKFLOWS
@@ -80,7 +97,7 @@ def check_outcome(store: SqliteEventStore, effects_db: Path, speeding: set[str])
 
 @pytest.mark.slow
 def test_sigkill_at_random_moments_then_restart(
-    setup: tuple[SqliteEventStore, str, Path, list[ServiceProcess]],
+    setup: Setup,
 ) -> None:
     store, uri, effects_db, processes = setup
     rng = random.Random(20261121)
@@ -127,8 +144,8 @@ def test_sigkill_at_random_moments_then_restart(
 
 
 @pytest.mark.slow
-def test_two_services_on_one_file(
-    setup: tuple[SqliteEventStore, str, Path, list[ServiceProcess]],
+def test_two_services_on_one_store(
+    setup: Setup,
 ) -> None:
     store, uri, effects_db, processes = setup
     made = reports(WORKFLOWS, seed=9)
@@ -161,7 +178,7 @@ def test_two_services_on_one_file(
     print(f"{repeats} handler calls were repeats")
 
 
-def all_done(store: SqliteEventStore, effects_db: Path, speeding: set[str]) -> bool:
+def all_done(store: EventStore, effects_db: Path, speeding: set[str]) -> bool:
     """Every workflow completed, and the last commands (issue the fine) carried out too."""
     if completed(store, fines_app) < WORKFLOWS or not effects_db.exists():
         return False
