@@ -170,15 +170,20 @@ class WorkflowProcessor(Processor):
             entry = self._load(stream)
             w = _Work(entry.revision, entry.instance, entry.handled)
             work[stream] = w
-        if metadata.message_id in w.handled or metadata.message_id in w.added:
-            self.log.debug("%s: %s already handled %s", self.name, stream, metadata.message_id)
-            return
-        try:
-            events = handle(self.workflow, w.instance, message)
-            new = self._encode(stream, instance_id, events, event, message, metadata)
-            instance = advance(self.workflow, w.instance, events)
-        except Exception as exc:
-            raise _Skip(f"deciding on the input raised {exc!r}") from exc
+        for fresh in (False, True):
+            if metadata.message_id in w.handled or metadata.message_id in w.added:
+                self.log.debug("%s: %s already handled %s", self.name, stream, metadata.message_id)
+                return
+            try:
+                events = handle(self.workflow, w.instance, message)
+                new = self._encode(stream, instance_id, events, event, message, metadata)
+                instance = advance(self.workflow, w.instance, events)
+                break
+            except Exception as exc:
+                # A skip is recorded without a revision check, so it must not rest on a stale
+                # state: if another writer moved the instance on, decide again on that.
+                if fresh or not self._caught_up(stream, w):
+                    raise _Skip(f"deciding on the input raised {exc!r}") from exc
         w.instance = instance
         w.added.add(metadata.message_id)
         w.events.extend(new)
@@ -243,6 +248,20 @@ class WorkflowProcessor(Processor):
             return self._refresh(stream)
         except CorruptEvent as exc:
             raise _Skip(f"the instance stream cannot be folded: {exc}") from exc
+
+    def _caught_up(self, stream: str, w: _Work) -> bool:
+        """Bring ``w`` up to the stored stream, if it has nothing of this batch to append and
+        the stream moved on since it was loaded; whether it changed."""
+        if w.events:
+            return False
+        try:
+            entry = self._refresh(stream)
+        except CorruptEvent:
+            return False
+        if entry.revision == w.base_revision:
+            return False
+        w.base_revision, w.instance, w.handled = entry.revision, entry.instance, entry.handled
+        return True
 
     def _reload(self, stream: str) -> None:
         """After a conflict on ``stream``: catch its cached entry up, or drop it."""

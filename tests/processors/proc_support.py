@@ -2,7 +2,8 @@
 
 - ``Tally``: sums numbers per instance; its routes and decide misbehave on purpose for some
   inputs (route ``None`` for an empty id, route raising for id ``"boom"``, decide raising for a
-  negative number), to exercise poison handling.
+  number that would take the
+  tally below zero), to exercise poison handling.
 - ``Job``: sends ``DoWork`` to a handler; completes on ``WorkDone`` or, compensating, on
   ``decider.CommandFailed`` (publishing ``JobAbandoned``).
 - ``Reminder``: schedules ``Reminded`` after some seconds, replies with an acknowledgement,
@@ -56,8 +57,8 @@ class Closed:
 
 
 def tally_decide(message: Any, total: int) -> Sequence[Command[Any]]:
-    if isinstance(message, Added) and message.amount < 0:
-        raise ValueError("negative amounts are not allowed")
+    if isinstance(message, Added) and total + message.amount < 0:
+        raise ValueError("negative amounts may not take a tally below zero")
     if isinstance(message, Closed):
         return [Complete()]
     return []

@@ -64,6 +64,30 @@ def test_a_stale_cache_entry_is_reloaded_after_the_conflict(
     assert show(store, app, stream).state == 111
 
 
+def test_decide_raising_on_a_stale_state_decides_again_on_the_stored_one(
+    store: EventStore, app_name: str
+) -> None:
+    app = tally_app(app_name)
+    stream = tally.stream("t")
+    with Service(app, store) as service:
+        app.publish(store, Added(tally_id="t", amount=1), "tallies")
+        processor = service.processor("workflow.Tally")
+        assert isinstance(processor, WorkflowProcessor)
+        assert service.wait_until(lambda: stream in processor.cache._entries, 30)
+        # Another writer (a second service) adds 100, which the cached state (1) does not know.
+        data = app.codec.encode_event(Received(Added(tally_id="t", amount=100)))
+        metadata = app.codec.encode_metadata(
+            Metadata(message_id="x", correlation_id="t", causation_id="msg_other")
+        )
+        store.append(stream, [NewEvent(event_id(stream, "msg_other", 0), *data, metadata)], 1)
+        # Decide raises on the cached total (1 - 50 < 0), not on the stored one (101 - 50).
+        app.publish(store, Added(tally_id="t", amount=-50), "tallies")
+        assert service.wait_until(lambda: len(store.read_stream(stream)) == 4, 30)
+        assert service.wait_idle(30)
+    assert skipped(store, app) == []
+    assert show(store, app, stream).state == 51
+
+
 def test_poison_inputs_are_skipped_recorded_and_the_rest_goes_on(
     store: EventStore, app_name: str
 ) -> None:
