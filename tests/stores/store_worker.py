@@ -1,11 +1,11 @@
-"""A separate OS process that appends to an SQLite store (run by test_sqlite_processes.py).
+"""A separate OS process that appends to a store (run by the several-processes tests).
 
-Usage: ``python sqlite_worker.py DB NAME COUNT``. It opens the store, prints ``ready``, waits
-for a line on stdin (so that several workers start together), then makes COUNT single-event
-appends, half a millisecond apart: every third one to the shared stream ``shared`` (retrying
-on conflicts with the revision the conflict reports), the others to its own stream
-``own-NAME``. It finally prints
-one JSON line: the ids it wrote to each stream, in order.
+Usage: ``python store_worker.py URI NAME COUNT``. It opens the store by URI, prints ``ready``,
+waits for a line on stdin (so that several workers start together), then makes COUNT
+single-event appends, half a millisecond apart: every third one to the shared stream
+``shared`` (retrying on conflicts with the revision the conflict reports), the others to its
+own stream ``own-NAME``. It finally prints one JSON line: the ids it wrote to each stream, in
+order.
 """
 
 from __future__ import annotations
@@ -15,12 +15,11 @@ import sys
 import threading
 import uuid
 
-from stores import NO_STREAM, ExpectedRevision, NewEvent, WrongExpectedVersion
-from stores.sqlite import SqliteEventStore
+from stores import NO_STREAM, ExpectedRevision, NewEvent, WrongExpectedVersion, open_store
 
 
-def main(db: str, name: str, count: int) -> None:
-    store = SqliteEventStore(db, synchronous="NORMAL")
+def main(uri: str, name: str, count: int) -> None:
+    store = open_store(uri)
     print("ready", flush=True)
     sys.stdin.readline()
     written: dict[str, list[str]] = {"shared": [], f"own-{name}": []}
@@ -28,8 +27,8 @@ def main(db: str, name: str, count: int) -> None:
     own: ExpectedRevision = NO_STREAM
     think = threading.Event()
     for index in range(count):
-        # Think time between appends, as a real writer has: without it one process holds
-        # SQLite's (unfair) write lock almost all the time and the other mostly backs off.
+        # Think time between appends, as a real writer has: without it one process may hold
+        # the (unfair) write lock almost all the time and the other mostly back off.
         think.wait(0.0005)
         event = NewEvent(id=uuid.uuid4(), type="Worked", data=json.dumps([name, index]).encode())
         if index % 3 == 0:
