@@ -32,7 +32,7 @@ postgres:
 pytest: $(STAMP) postgres
 	$(BIN)/python -m pytest -q
 
-bench: $(STAMP)
+bench: $(STAMP) postgres
 	$(BIN)/python -m benchmarks --quick
 
 test: lint types bench pytest

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks.harness import format_legend, format_markdown, format_table
+from benchmarks.pg import PostgresUnavailable
 from benchmarks.runner import ALL_FIGURES, run, to_json
 
 
@@ -35,6 +36,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--no-esdb", action="store_true", help="skip the EventStoreDB test-server runs"
     )
+    parser.add_argument(
+        "--no-postgres",
+        action="store_true",
+        help="skip the PostgreSQL runs (otherwise PG_URI, or the tests' default, must answer)",
+    )
     args = parser.parse_args(argv)
     args.only = [name.strip() for name in args.only.split(",") if name.strip()]
     unknown = [name for name in args.only if name not in ALL_FIGURES]
@@ -44,14 +50,20 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the benchmarks; 0 once the report is printed (missed targets are not failures)."""
+    """Run the benchmarks; 0 once the report is printed (missed targets are not failures),
+    2 with a one-line error if PostgreSQL is wanted and does not answer."""
     args = parse_args(argv)
-    report = run(
-        quick=args.quick,
-        only=args.only,
-        esdb=not args.no_esdb,
-        progress=lambda line: print(line, file=sys.stderr, flush=True),
-    )
+    try:
+        report = run(
+            quick=args.quick,
+            only=args.only,
+            esdb=not args.no_esdb,
+            postgres=not args.no_postgres,
+            progress=lambda line: print(line, file=sys.stderr, flush=True),
+        )
+    except PostgresUnavailable as exc:
+        print(f"python -m benchmarks: error: {exc}", file=sys.stderr)
+        return 2
     mode = report["mode"]
     cpu = report["machine"]
     print(

@@ -11,7 +11,9 @@ takes three inputs and two handler calls, and writes 8 instance events, 2 handle
 and 1 issued fine.
 
 The yardstick is ``R``, the raw single-row SQLite INSERT + COMMIT rate with the same
-durability, measured in the same run (figure 3's baseline).
+durability, measured in the same run (figure 3a's baseline); a PostgreSQL run's is ``R_pg``,
+the raw psycopg ``BEGIN; INSERT; COMMIT`` rate (figure 3c's baseline). Each PostgreSQL run
+writes to a fresh schema, dropped after the run (:mod:`benchmarks.pg`).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from benchmarks import pg
 from benchmarks.harness import Figure, Pending, Result, Target
 from processors import Service
 from samples.traffic_fine.app import ISSUED_STREAM, REPORTS_STREAM, make_app
@@ -37,7 +40,7 @@ from samples.traffic_fine.messages import PoliceReportPublished, SpeedingViolati
 from samples.traffic_fine.workflow import workflow
 from stores import CaughtUp, EventStore, Filter
 
-STORES = ("sqlite", "memory", "esdb")
+STORES = ("sqlite", "memory", "esdb", "postgres")
 """The stores an end-to-end run can use."""
 
 _DONE = Filter(
@@ -47,7 +50,7 @@ _DONE = Filter(
 _ROOT = Path(__file__).resolve().parent.parent
 
 
-def _open_store(kind: str, directory: Path, uri: str | None) -> EventStore:
+def _open_store(kind: str, directory: Path, uri: str | None, schema: str | None) -> EventStore:
     if kind == "sqlite":
         from stores.sqlite import SqliteEventStore
 
@@ -62,6 +65,12 @@ def _open_store(kind: str, directory: Path, uri: str | None) -> EventStore:
         if uri is None:
             raise ValueError("an EventStoreDB run needs the server's uri")
         return EsdbEventStore(uri)
+    if kind == "postgres":
+        from stores.postgres import PostgresEventStore
+
+        if uri is None or schema is None:
+            raise ValueError("a PostgreSQL run needs the server's uri and a schema")
+        return PostgresEventStore(uri, schema=schema, synchronous_commit="on")
     raise ValueError(f"unknown store {kind!r}; choose from {', '.join(STORES)}")
 
 
@@ -103,15 +112,35 @@ def _cpu_seconds() -> float:
 
 
 def _peak_rss_mb() -> float:
+    """This process's peak resident set size, in MiB.
+
+    On Linux, ``VmHWM`` of ``/proc/self/status``: ``ru_maxrss`` would report the parent's RSS
+    at the fork when that is larger (Linux carries the high-water mark across ``exec``), so
+    every run would show at least the benchmark runner's size.
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024  # kB
+    except OSError:
+        pass
     # ru_maxrss is in KiB on Linux, in bytes on macOS.
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024
 
 
-def run_once(kind: str, n: int, directory: Path, uri: str | None, timeout: float) -> dict[str, Any]:
+def run_once(
+    kind: str,
+    n: int,
+    directory: Path,
+    uri: str | None,
+    timeout: float,
+    schema: str | None = None,
+) -> dict[str, Any]:
     """One end-to-end run in this process; its figures as a JSON-ready dict."""
     app = make_app()
-    store = _open_store(kind, directory, uri)
+    store = _open_store(kind, directory, uri, schema)
     try:
         publish_start = time.perf_counter()
         for index in range(n):
@@ -168,9 +197,11 @@ def _child_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--n", type=int, required=True)
     parser.add_argument("--dir", type=Path, required=True)
     parser.add_argument("--uri", default=None)
+    parser.add_argument("--schema", default=None)
     parser.add_argument("--timeout", type=float, default=600.0)
     args = parser.parse_args(argv)
-    print(json.dumps(run_once(args.store, args.n, args.dir, args.uri, args.timeout)), flush=True)
+    result = run_once(args.store, args.n, args.dir, args.uri, args.timeout, args.schema)
+    print(json.dumps(result), flush=True)
     return 0
 
 
@@ -215,13 +246,17 @@ class RunFailed(RuntimeError):
     """An end-to-end run crashed, timed out, or did not complete every workflow cleanly."""
 
 
-def run_in_child(kind: str, n: int, timeout: float, uri: str | None = None) -> dict[str, Any]:
+def run_in_child(
+    kind: str, n: int, timeout: float, uri: str | None = None, schema: str | None = None
+) -> dict[str, Any]:
     """One end-to-end run in a fresh Python process; :class:`RunFailed` unless it completed."""
     with tempfile.TemporaryDirectory(prefix="decider-bench-") as directory:
         command = [sys.executable, "-m", "benchmarks.end_to_end"]
         command += ["--store", kind, "--n", str(n), "--dir", directory, "--timeout", str(timeout)]
         if uri is not None:
             command += ["--uri", uri]
+        if schema is not None:
+            command += ["--schema", schema]
         try:
             done = subprocess.run(
                 command,
@@ -247,34 +282,47 @@ def run_in_child(kind: str, n: int, timeout: float, uri: str | None = None) -> d
     return result
 
 
-def best_of_runs(kind: str, n: int, timeout: float, repeats: int) -> dict[str, Any]:
+def best_of_runs(
+    kind: str, n: int, timeout: float, repeats: int, pg_uri: str | None = None
+) -> dict[str, Any]:
     """The fastest of ``repeats`` runs (the others' times listed in it).
 
     On a shared machine the spread between runs is wide and one-sided (other work only ever
     slows a run down), so the fastest run is the best estimate of what the code can do. An
-    EventStoreDB run gets a fresh test server, so each starts from an empty log.
+    EventStoreDB run gets a fresh test server, a PostgreSQL run a fresh schema on ``pg_uri``
+    (dropped after the run), so each starts from an empty log.
     """
     runs = []
     for _ in range(repeats):
         if kind == "esdb":
             with esdb_test_server() as uri:
                 runs.append(run_in_child(kind, n, timeout, uri))
+        elif kind == "postgres":
+            if pg_uri is None:
+                raise ValueError("a PostgreSQL run needs the server's uri")
+            with pg.fresh_schema(pg_uri) as schema:
+                runs.append(run_in_child(kind, n, timeout, pg_uri, schema))
         else:
             runs.append(run_in_child(kind, n, timeout))
     best = min(runs, key=lambda run: float(run["seconds"]))
     return {**best, "repeats": repeats, "all_seconds": [run["seconds"] for run in runs]}
 
 
+_R = "R = raw SQLite INSERT+COMMIT/s, same durability (figure 3a baseline)"
+_R_PG = "R_pg = raw psycopg BEGIN+INSERT+COMMIT/s, synchronous_commit=on (figure 3c baseline)"
+
+
 def _rate_figure(key: str, run: dict[str, Any], raw_rate: float, target: Target | None) -> Figure:
+    postgres = run["store"] == "postgres"
     return Figure(
         key=key,
         title=f"5. {run['store']}: workflows, N={run['n']:,}",
         unit="workflows/s",
         rate=run["workflows_per_s"],
-        baseline="R = raw SQLite INSERT+COMMIT/s, same durability (figure 3a baseline)",
+        baseline=_R_PG if postgres else _R,
         baseline_rate=raw_rate,
         ratio=run["workflows_per_s"] / raw_rate,
-        ratio_is="workflows/s / R (higher is better)",
+        ratio_is=f"workflows/s / {'R_pg' if postgres else 'R'} (higher is better)",
         target=target,
         note=(
             f"{run['seconds']:.2f}s ({run['cpu_seconds']:.2f}s CPU)"
@@ -296,20 +344,29 @@ def measure(
     raw_rate: float,
     repeats: int = 1,
     progress: Callable[[str], None] | None = None,
+    postgres_sizes: Sequence[int] = (),
+    pg_raw_rate: float | None = None,
+    pg_uri: str | None = None,
 ) -> list[Result]:
     """Figure 5: workflows/s per store and size, against ``raw_rate`` (R); SQLite's growth.
 
-    A run that fails becomes a pending figure naming what went wrong; the others still count.
+    PostgreSQL runs (on ``pg_uri``) are set against ``pg_raw_rate`` (R_pg). A run that fails
+    becomes a pending figure naming what went wrong; the others still count.
     """
     say = progress or (lambda _: None)
     results: list[Result] = []
     runs: dict[tuple[str, int], dict[str, Any]] = {}
-    plan = [("sqlite", sqlite_sizes), ("memory", memory_sizes), ("esdb", esdb_sizes)]
+    plan = [
+        ("sqlite", sqlite_sizes),
+        ("memory", memory_sizes),
+        ("esdb", esdb_sizes),
+        ("postgres", postgres_sizes),
+    ]
     for kind, sizes in plan:
         for n in sizes:
             key = f"e2e_{kind}_{n}"
             try:
-                run = best_of_runs(kind, n, timeout, repeats)
+                run = best_of_runs(kind, n, timeout, repeats, pg_uri)
             except RunFailed as exc:
                 say(f"  {kind} N={n}: FAILED {exc}")
                 results.append(Pending(key, f"5. {kind}: workflows, N={n:,}", f"failed: {exc}"))
@@ -317,7 +374,12 @@ def measure(
             say(f"  {kind} N={n}: " + ", ".join(f"{t:.2f}s" for t in run["all_seconds"]))
             runs[kind, n] = run
             target = Target(">=", 0.3) if kind == "sqlite" else None
-            results.append(_rate_figure(key, run, raw_rate, target))
+            yardstick = raw_rate
+            if kind == "postgres":
+                if pg_raw_rate is None:
+                    raise ValueError("PostgreSQL runs need pg_raw_rate (R_pg)")
+                yardstick = pg_raw_rate
+            results.append(_rate_figure(key, run, yardstick, target))
         if kind == "sqlite" and len(sizes) >= 2:
             results.append(_growth(runs, sizes[0], sizes[-1]))
     return results

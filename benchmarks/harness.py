@@ -13,6 +13,7 @@ import operator
 import statistics
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 import attrs
@@ -144,6 +145,28 @@ def compare_median(
     for _ in range(rounds):
         baseline_times.append(timed(baseline))
         subject_times.append(timed(subject))
+    return statistics.median(subject_times), statistics.median(baseline_times)
+
+
+Prepared = Callable[[], AbstractContextManager[Callable[[], object]]]
+"""One side of a comparison whose set-up is not timed: entering it prepares the work (a fresh
+database schema, a connection) and gives the callable to time; leaving it cleans up."""
+
+
+def compare_median_prepared(
+    subject: Prepared, baseline: Prepared, rounds: int
+) -> tuple[float, float]:
+    """:func:`compare_median` for work that needs a fresh set-up each round, which is not timed.
+
+    Each round prepares the baseline, times it, cleans up, then does the same for the subject.
+    """
+    subject_times: list[float] = []
+    baseline_times: list[float] = []
+    for _ in range(rounds):
+        with baseline() as work:
+            baseline_times.append(timed(work))
+        with subject() as work:
+            subject_times.append(timed(work))
     return statistics.median(subject_times), statistics.median(baseline_times)
 
 

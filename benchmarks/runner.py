@@ -3,6 +3,10 @@
 ``--quick`` is the smoke mode ``make test`` runs: every figure is measured on small sizes, so
 it exercises every code path in well under a minute and says nothing reliable about speed.
 The full mode uses the sizes the targets are stated for.
+
+PostgreSQL (figures 3c, 3d and its end-to-end run) is part of every mode unless left out
+(``postgres=False``, ``--no-postgres``); when it is in, the server must answer before anything
+runs, or :class:`~benchmarks.pg.PostgresUnavailable` says which server did not.
 """
 
 from __future__ import annotations
@@ -17,10 +21,13 @@ from typing import Any
 
 import attrs
 
+from benchmarks import pg
 from benchmarks.harness import Figure, Pending, Result
 
 ALL_FIGURES: tuple[str, ...] = ("core", "codec", "append", "latency", "e2e")
 """The names of the benchmark groups, in the order they run."""
+
+_USE_POSTGRES = ("append", "e2e")
 
 
 @attrs.frozen
@@ -39,6 +46,7 @@ class Sizes:
     e2e_sqlite: tuple[int, ...]
     e2e_memory: tuple[int, ...]
     e2e_esdb: tuple[int, ...]
+    e2e_postgres: tuple[int, ...]
     e2e_timeout: float
     e2e_repeats: int
 
@@ -56,6 +64,7 @@ QUICK = Sizes(
     e2e_sqlite=(100, 300),
     e2e_memory=(100,),
     e2e_esdb=(100,),
+    e2e_postgres=(100,),
     e2e_timeout=60.0,
     e2e_repeats=1,
 )
@@ -74,6 +83,7 @@ FULL = Sizes(
     e2e_sqlite=(1_000, 10_000),
     e2e_memory=(1_000, 10_000),
     e2e_esdb=(1_000,),
+    e2e_postgres=(1_000,),
     e2e_timeout=180.0,
     e2e_repeats=3,
 )
@@ -113,8 +123,13 @@ def run(
     only: Sequence[str] = ALL_FIGURES,
     esdb: bool = True,
     progress: Callable[[str], None] | None = None,
+    postgres: bool = True,
 ) -> dict[str, Any]:
-    """Run the chosen benchmark groups; a JSON-ready report with every figure."""
+    """Run the chosen benchmark groups; a JSON-ready report with every figure.
+
+    With ``postgres``, the PostgreSQL figures run on ``PG_URI`` (:func:`benchmarks.pg.uri`);
+    :class:`~benchmarks.pg.PostgresUnavailable` before anything runs if it does not answer.
+    """
     sizes = QUICK if quick else FULL
     say = progress or (lambda _: None)
     started = time.perf_counter()
@@ -122,17 +137,22 @@ def run(
     for group in only:
         if group not in ALL_FIGURES:
             raise ValueError(f"unknown benchmark {group!r}; choose from {', '.join(ALL_FIGURES)}")
+    pg_uri: str | None = None
+    if postgres and any(group in only for group in _USE_POSTGRES):
+        pg_uri = pg.uri()
+        pg.check_reachable(pg_uri)
     for group in ALL_FIGURES:
         if group not in only:
             continue
         say(f"running {group} ...")
         group_start = time.perf_counter()
-        results.extend(_run_group(group, sizes, esdb, results, say))
+        results.extend(_run_group(group, sizes, esdb, pg_uri, results, say))
         say(f"  {group} took {time.perf_counter() - group_start:.1f}s")
     return {
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "mode": "quick" if quick else "full",
         "machine": machine(),
+        "postgres": None if pg_uri is None else pg.redact(pg_uri),
         "argv": sys.argv[1:],
         "seconds": time.perf_counter() - started,
         "results": results,
@@ -150,8 +170,24 @@ def _raw_rate(results: list[Result], sizes: Sizes) -> float:
     return append.measure_raw_single(sizes.append_calls, sizes.append_rounds)
 
 
+def _pg_raw_rate(results: list[Result], sizes: Sizes, pg_uri: str) -> float:
+    """R_pg from figure 3c's baseline when it ran, else measured now the same way."""
+    for result in results:
+        if isinstance(result, Figure) and result.key == "append_pg_single":
+            assert result.baseline_rate is not None
+            return result.baseline_rate
+    from benchmarks import append_postgres
+
+    return append_postgres.measure_raw_single(pg_uri, sizes.append_calls, sizes.append_rounds)
+
+
 def _run_group(
-    group: str, sizes: Sizes, esdb: bool, earlier: list[Result], say: Callable[[str], None]
+    group: str,
+    sizes: Sizes,
+    esdb: bool,
+    pg_uri: str | None,
+    earlier: list[Result],
+    say: Callable[[str], None],
 ) -> list[Result]:
     if group == "core":
         from benchmarks import core
@@ -166,7 +202,14 @@ def _run_group(
         def append() -> list[Result]:
             from benchmarks import append
 
-            return append.measure(sizes.append_calls, sizes.append_batches, sizes.append_rounds)
+            results = append.measure(sizes.append_calls, sizes.append_batches, sizes.append_rounds)
+            if pg_uri is not None:
+                from benchmarks import append_postgres
+
+                results += append_postgres.measure(
+                    pg_uri, sizes.append_calls, sizes.append_batches, sizes.append_rounds
+                )
+            return results
 
         return _pending_on_import_error("append", "3. store append", append)
     if group == "latency":
@@ -189,6 +232,9 @@ def _run_group(
             raw_rate=_raw_rate(earlier, sizes),
             repeats=sizes.e2e_repeats,
             progress=say,
+            postgres_sizes=sizes.e2e_postgres if pg_uri is not None else (),
+            pg_raw_rate=None if pg_uri is None else _pg_raw_rate(earlier, sizes, pg_uri),
+            pg_uri=pg_uri,
         )
 
     return _pending_on_import_error("e2e", "5. end to end", end_to_end)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ _ROOT = str(Path(__file__).resolve().parents[2])
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
+from benchmarks import pg  # noqa: E402
 from benchmarks.__main__ import main, parse_args  # noqa: E402
 from benchmarks.harness import (  # noqa: E402
     Figure,
@@ -26,12 +28,15 @@ from benchmarks.harness import (  # noqa: E402
     format_table,
 )
 from benchmarks.runner import run, to_json  # noqa: E402
+from stores.postgres import PostgresEventStore  # noqa: E402
 
 EXPECTED_KEYS = {
     "core_overhead",
     "codec",
     "append_single",
     "append_batch",
+    "append_pg_single",
+    "append_pg_batch",
     "latency_warm",
     "latency_cold",
     "latency_warm_memory",
@@ -41,7 +46,10 @@ EXPECTED_KEYS = {
     "e2e_sqlite_growth",
     "e2e_memory_100",
     "e2e_esdb_100",
+    "e2e_postgres_100",
 }
+
+_UNREACHABLE = "postgresql://bench:s3cret@127.0.0.1:1/nowhere"
 
 
 def _check_figure(figure: dict[str, Any]) -> None:
@@ -87,13 +95,22 @@ def test_report_names_the_machine_and_mode(quick_report: dict[str, Any]) -> None
 def test_end_to_end_figures_carry_their_context(quick_report: dict[str, Any]) -> None:
     figures = {r["key"]: r for r in quick_report["results"]}
     raw_rate = figures["append_single"]["baseline_rate"]
-    for key in ("e2e_sqlite_100", "e2e_sqlite_300", "e2e_memory_100", "e2e_esdb_100"):
+    pg_raw_rate = figures["append_pg_single"]["baseline_rate"]
+    yardsticks = {
+        "e2e_sqlite_100": raw_rate,
+        "e2e_sqlite_300": raw_rate,
+        "e2e_memory_100": raw_rate,
+        "e2e_esdb_100": raw_rate,
+        "e2e_postgres_100": pg_raw_rate,
+    }
+    for key, yardstick in yardsticks.items():
         run = figures[key]["extra"]
         assert run["completed"] == run["issued"] == run["stored_issued"] == run["n"]
         assert run["errors"] == []
         assert run["peak_rss_mb"] >= run["peak_rss_before_service_mb"] > 0
-        assert figures[key]["baseline_rate"] == raw_rate
-        assert figures[key]["ratio"] == figures[key]["rate"] / raw_rate
+        assert figures[key]["baseline_rate"] == yardstick
+        assert figures[key]["ratio"] == figures[key]["rate"] / yardstick
+    assert "R_pg" in figures["e2e_postgres_100"]["ratio_is"]
     growth = figures["e2e_sqlite_growth"]
     assert growth["target"] == {"op": "<=", "value": 3.3}
     assert growth["extra"]["big"]["n"] == 300
@@ -147,3 +164,73 @@ def test_targets_and_table() -> None:
     markdown = format_markdown([figure, pending]).splitlines()
     assert markdown[2].startswith("| a figure | 1,23") and "**no**" in markdown[2]
     assert "pending: not built yet" in markdown[3]
+
+
+def test_postgres_figures_name_their_server_and_leave_no_schema(
+    quick_report: dict[str, Any],
+) -> None:
+    figures = {r["key"]: r for r in quick_report["results"]}
+    assert quick_report["postgres"] == pg.redact(pg.uri())
+    for key in ("append_pg_single", "append_pg_batch"):
+        extra = figures[key]["extra"]
+        assert extra["synchronous_commit"] == "on"
+        assert extra["server"] == quick_report["postgres"]
+    assert figures["append_pg_batch"]["extra"]["events_per_call"] == 100
+    # Every schema the run made (named after this process) was dropped.
+    import psycopg
+
+    with psycopg.connect(pg.uri()) as connection:
+        left = connection.execute(
+            "SELECT schema_name FROM information_schema.schemata WHERE schema_name LIKE %s",
+            (f"bench\\_{os.getpid()}\\_%",),
+        ).fetchall()
+    assert left == []
+
+
+def test_an_unreachable_server_fails_in_one_line_naming_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PG_URI", _UNREACHABLE)
+    said: list[str] = []
+    with pytest.raises(pg.PostgresUnavailable):
+        run(quick=True, only=["e2e"], progress=said.append)
+    assert said == []  # failed before running anything
+    assert main(["--quick", "--only", "append"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert "postgresql://bench:***@127.0.0.1:1/nowhere" in err and "s3cret" not in err
+    assert "--no-postgres" in err
+
+
+def test_no_postgres_leaves_the_server_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PG_URI", _UNREACHABLE)
+    report = run(quick=True, only=["append"], postgres=False)
+    assert [r.key for r in report["results"]] == ["append_single", "append_batch"]
+    assert report["postgres"] is None
+    assert parse_args(["--no-postgres"]).no_postgres
+
+
+def test_a_fresh_schema_is_dropped_also_on_failure() -> None:
+    import psycopg
+
+    def exists(schema: str) -> bool:
+        with psycopg.connect(pg.uri()) as connection:
+            query = "SELECT count(*) FROM information_schema.schemata WHERE schema_name = %s"
+            return connection.execute(query, (schema,)).fetchone() == (1,)
+
+    with pytest.raises(RuntimeError, match="boom"), pg.fresh_schema(pg.uri()) as schema:
+        PostgresEventStore(pg.uri(), schema=schema).close()
+        assert exists(schema)
+        raise RuntimeError("boom")
+    assert schema.startswith(f"bench_{os.getpid()}_") and not exists(schema)
+
+
+def test_redact_hides_passwords_in_both_conninfo_forms() -> None:
+    assert pg.redact("postgresql://u:pw@h:5/db?sslmode=require") == (
+        "postgresql://u:***@h:5/db?sslmode=require"
+    )
+    assert pg.redact("postgresql://h/db?password=pw&user=u") == (
+        "postgresql://h/db?password=***&user=u"
+    )
+    assert pg.redact("host=h password=pw dbname=db") == "host=h password=*** dbname=db"
+    assert pg.redact(pg.DEFAULT_URI) == pg.DEFAULT_URI
