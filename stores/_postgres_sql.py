@@ -50,6 +50,7 @@ class Statements:
     create: str
     lock: str
     last_revision: str
+    last_revisions: str
     insert_one: str
     insert_many: str
     range: str
@@ -104,6 +105,12 @@ COMMIT;
             lock=f"SELECT {lock}",
             last_revision=(
                 f"SELECT revision FROM {events} WHERE stream = %s ORDER BY revision DESC LIMIT 1"
+            ),
+            # A batch's streams in one round trip, each by a backward scan of its index.
+            last_revisions=(
+                "SELECT s.stream, (SELECT e.revision FROM"
+                f" {events} AS e WHERE e.stream = s.stream ORDER BY e.revision DESC LIMIT 1)"
+                " FROM unnest(%s::text[]) AS s (stream)"
             ),
             # The NOTIFY rides along with the insert; PostgreSQL sends it at commit.
             insert_one=(

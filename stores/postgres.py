@@ -184,8 +184,14 @@ class PostgresEventStore:
         now = datetime.now(UTC)
 
         def body(connection: _Connection) -> Callable[[], list[AppendResult]]:
+            # Every stream's last revision in one round trip; the inserts then go down the
+            # pipeline without waiting for each other.
+            streams = list(dict.fromkeys(a.stream for a in appends))
+            lasts: dict[str, int | None] = dict(
+                connection.execute(self._sql.last_revisions, (streams,)).fetchall()
+            )
             results = [
-                self._append(connection, a.stream, a.events, a.expected_revision, now)
+                self._append(connection, a.stream, a.events, a.expected_revision, now, lasts=lasts)
                 for a in appends
             ]
             if checkpoint is not None:
@@ -256,11 +262,20 @@ class PostgresEventStore:
         events: Sequence[NewEvent],
         expected: ExpectedRevision,
         now: datetime,
+        *,
+        lasts: dict[str, int | None] | None = None,
     ) -> Callable[[], AppendResult]:
         """Check and write one stream's append inside the caller's write transaction; how to
-        read its result once the transaction has ended."""
-        row = connection.execute(self._sql.last_revision, (stream,)).fetchone()
-        last: int | None = None if row is None else row[0]
+        read its result once the transaction has ended.
+
+        ``lasts`` holds streams' last revisions as read in this transaction (a batch reads them
+        at once); it is kept up to date as this append writes.
+        """
+        if lasts is None or stream not in lasts:
+            row = connection.execute(self._sql.last_revision, (stream,)).fetchone()
+            last: int | None = None if row is None else row[0]
+        else:
+            last = lasts[stream]
         if type(expected) is int:
             plainly_met = expected == last
         else:
@@ -271,6 +286,8 @@ class PostgresEventStore:
                 return lambda: already
         first = 0 if last is None else last + 1
         revision = first + len(events) - 1
+        if lasts is not None:
+            lasts[stream] = revision
         if len(events) == 1:
             [e] = events
             values = (stream, first, e.id, e.type, e.data, e.metadata, now, self._sql.channel)
