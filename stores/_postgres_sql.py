@@ -55,6 +55,7 @@ class Statements:
     insert_many: str
     range: str
     find_ids: str
+    find_many: str
     read_stream: str
     head: str
     load_checkpoint: str
@@ -138,6 +139,12 @@ COMMIT;
             find_ids=(
                 f"SELECT event_id, revision, position FROM {events}"
                 " WHERE stream = %s AND event_id = ANY(%s::uuid[]) ORDER BY revision"
+            ),
+            # Several streams' ids at once: (stream, id) pairs as two parallel arrays.
+            find_many=(
+                f"SELECT e.stream, e.event_id, e.revision, e.position FROM {events} AS e"
+                " JOIN unnest(%s::text[], %s::uuid[]) AS p (stream, event_id)"
+                " ON e.stream = p.stream AND e.event_id = p.event_id ORDER BY e.revision"
             ),
             read_stream=(
                 f"SELECT {COLUMNS} FROM {events}"

@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -56,13 +55,13 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import TupleRow
 
 from stores._connections import ThreadConnections
-from stores._expectations import Stored, check_read_args, plan_append, validate_append
+from stores._expectations import check_read_args, validate_append
+from stores._postgres_append import append_one, one_row, read_ahead
 from stores._postgres_listen import NotifyListener
 from stores._postgres_sql import Statements, decode, read_all_sql
 from stores.errors import StoreError, StoreUnavailable
 from stores.protocol import (
     ALL,
-    NO_STREAM,
     AppendResult,
     ExpectedRevision,
     Filter,
@@ -141,7 +140,7 @@ class PostgresEventStore:
         self._listener_lock = threading.Lock()
         try:
             with self._using() as connection:
-                (exists,) = _one(connection.execute(self._sql.tables_exist))
+                (exists,) = one_row(connection.execute(self._sql.tables_exist))
                 if not exists:
                     try:  # the script begins and commits its own transaction
                         connection.execute(self._sql.create)
@@ -171,7 +170,9 @@ class PostgresEventStore:
         """
         validate_append(len(events), expected_revision)
         now = datetime.now(UTC)
-        return self._write(lambda c: self._append(c, stream, events, expected_revision, now))
+        return self._write(
+            lambda c: append_one(self._sql, c, stream, events, expected_revision, now)
+        )
 
     def append_batch(
         self,
@@ -184,14 +185,11 @@ class PostgresEventStore:
         now = datetime.now(UTC)
 
         def body(connection: _Connection) -> Callable[[], list[AppendResult]]:
-            # Every stream's last revision in one round trip; the inserts then go down the
-            # pipeline without waiting for each other.
-            streams = list(dict.fromkeys(a.stream for a in appends))
-            lasts: dict[str, int | None] = dict(
-                connection.execute(self._sql.last_revisions, (streams,)).fetchall()
-            )
+            batch = read_ahead(self._sql, connection, appends)
             results = [
-                self._append(connection, a.stream, a.events, a.expected_revision, now, lasts=lasts)
+                append_one(
+                    self._sql, connection, a.stream, a.events, a.expected_revision, now, batch=batch
+                )
                 for a in appends
             ]
             if checkpoint is not None:
@@ -254,83 +252,6 @@ class PostgresEventStore:
             listener, self._listener = self._listener, None
         if listener is not None:
             listener.stop(timeout=DEFAULT_CONNECT_TIMEOUT + 5.0)
-
-    def _append(
-        self,
-        connection: _Connection,
-        stream: str,
-        events: Sequence[NewEvent],
-        expected: ExpectedRevision,
-        now: datetime,
-        *,
-        lasts: dict[str, int | None] | None = None,
-    ) -> Callable[[], AppendResult]:
-        """Check and write one stream's append inside the caller's write transaction; how to
-        read its result once the transaction has ended.
-
-        ``lasts`` holds streams' last revisions as read in this transaction (a batch reads them
-        at once); it is kept up to date as this append writes.
-        """
-        if lasts is None or stream not in lasts:
-            row = connection.execute(self._sql.last_revision, (stream,)).fetchone()
-            last: int | None = None if row is None else row[0]
-        else:
-            last = lasts[stream]
-        if type(expected) is int:
-            plainly_met = expected == last
-        else:
-            plainly_met = expected is NO_STREAM and last is None
-        if not plainly_met:
-            already = self._plan(connection, stream, events, expected, last)
-            if already is not None:
-                return lambda: already
-        first = 0 if last is None else last + 1
-        revision = first + len(events) - 1
-        if lasts is not None:
-            lasts[stream] = revision
-        if len(events) == 1:
-            [e] = events
-            values = (stream, first, e.id, e.type, e.data, e.metadata, now, self._sql.channel)
-            written = connection.execute(self._sql.insert_one, values)
-        else:
-            written = connection.execute(
-                self._sql.insert_many,
-                (
-                    stream,
-                    now,
-                    list(range(first, first + len(events))),
-                    [e.id for e in events],
-                    [e.type for e in events],
-                    [e.data for e in events],
-                    [e.metadata for e in events],
-                    self._sql.channel,
-                ),
-            )
-        return lambda: AppendResult(next_expected_revision=revision, position=_one(written)[0])
-
-    def _plan(
-        self,
-        connection: _Connection,
-        stream: str,
-        events: Sequence[NewEvent],
-        expected: ExpectedRevision,
-        last: int | None,
-    ) -> AppendResult | None:
-        """The slow path of an append whose expectation is not plainly met: idempotency or
-        conflict."""
-
-        def read_range(first: int, count: int) -> list[Stored]:
-            rows = connection.execute(self._sql.range, (stream, first, count)).fetchall()
-            return [(i, revision, position) for i, revision, position in rows]
-
-        def find_ids(ids: Sequence[uuid.UUID]) -> Mapping[uuid.UUID, Stored]:
-            rows = connection.execute(self._sql.find_ids, (stream, list(ids))).fetchall()
-            # Ordered by revision: an id stored twice counts at its latest revision.
-            return {i: (i, revision, position) for i, revision, position in rows}
-
-        return plan_append(
-            stream, expected, last, [e.id for e in events], read_range=read_range, find_ids=find_ids
-        )
 
     def _head(self) -> int | None:
         [(head,)] = self._query(self._sql.head, ())
@@ -437,12 +358,6 @@ def _roll_back(connection: _Connection) -> None:
     ):
         with contextlib.suppress(psycopg.Error):
             connection.execute("ROLLBACK")
-
-
-def _one(cursor: psycopg.Cursor[TupleRow]) -> TupleRow:
-    """The single row of a statement that returns exactly one."""
-    [row] = cursor.fetchall()
-    return row
 
 
 def _store_error(name: str, exc: psycopg.Error) -> StoreError:

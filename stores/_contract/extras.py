@@ -13,6 +13,7 @@ from stores._contract.support import Scope, ids_of, new_events, run_threads
 from stores.errors import WrongExpectedVersion
 from stores.protocol import (
     ANY,
+    EXISTS,
     NO_STREAM,
     AppendResult,
     CheckpointStore,
@@ -119,6 +120,40 @@ class TransactionContract:
         )
         assert [r.next_expected_revision for r in results] == [0, 2]
         assert ids_of(scope.store.read_stream(scope.stream())) == ids_of(first + second)
+
+    def test_append_batch_checks_ids_of_appends_without_a_revision(self, scope: Scope) -> None:
+        """ANY / EXISTS appends in a batch follow the idempotency rule against what is stored
+        and against what the batch itself wrote before them."""
+        store = _transactional(scope.store)
+        stored = new_events(2)
+        before = scope.store.append(scope.stream("shared"), stored, NO_STREAM)
+        fresh, again = new_events(1), new_events(1)
+        results = store.append_batch(
+            [
+                StreamAppend(scope.stream("shared"), stored, ANY),  # stored already: no-op
+                StreamAppend(scope.stream("shared"), fresh, EXISTS),  # new: written
+                StreamAppend(scope.stream("shared"), fresh, ANY),  # written by this batch
+                StreamAppend(scope.stream("other"), again, ANY),  # a new stream
+                StreamAppend(scope.stream("other"), again, EXISTS),  # written by this batch
+            ]
+        )
+        shared = scope.store.read_stream(scope.stream("shared"))
+        assert ids_of(shared) == ids_of(stored + fresh)
+        assert ids_of(scope.store.read_stream(scope.stream("other"))) == ids_of(again)
+        assert results[0] == before
+        assert results[1] == results[2] == AppendResult(2, shared[2].position)
+        assert results[3].next_expected_revision == results[4].next_expected_revision == 0
+        assert results[3].position == results[4].position
+        # Some ids stored and some not: a conflict, and the batch writes nothing.
+        log = scope.log()
+        with pytest.raises(WrongExpectedVersion):
+            store.append_batch(
+                [
+                    StreamAppend(scope.stream("a"), new_events(1), NO_STREAM),
+                    StreamAppend(scope.stream("shared"), [stored[1], *new_events(1)], ANY),
+                ]
+            )
+        assert scope.log() == log
 
 
 class ConcurrencyContract:
