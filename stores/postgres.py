@@ -115,7 +115,8 @@ class PostgresEventStore:
         try:
             params = pgconninfo.conninfo_to_dict(conninfo)
         except psycopg.Error as exc:
-            raise ValueError(f"malformed PostgreSQL conninfo: {exc}") from None
+            reason = " ".join(str(exc).split())
+            raise ValueError(f"malformed PostgreSQL conninfo: {reason}") from None
         ports = str(params.get("port") or "").split(",")
         if not all(p.strip().isdigit() for p in ports if p.strip()):
             raise ValueError(f"port must be a number, got {params['port']!r}")
@@ -367,7 +368,8 @@ def _store_error(name: str, exc: psycopg.Error) -> StoreError:
     serialisation failures may pass: :class:`StoreUnavailable`; anything else is a
     :class:`StoreError`. Both name the database without its password.
     """
-    reason = str(exc).strip() or type(exc).__name__
+    # libpq spreads a message over lines (a hint on the next one): keep errors to one line.
+    reason = " ".join(str(exc).split()) or type(exc).__name__
     if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
         return StoreUnavailable(f"PostgreSQL {name} is unavailable: {reason}")
     return StoreError(f"PostgreSQL {name}: {reason}")

@@ -52,6 +52,8 @@ BAD_ARGUMENTS = [
     (["run", APP, "--store", "sqlite://"], "missing database path"),
     (["run", APP, "--store", "sqlite:///x.db?color=red"], "unknown parameter 'color'"),
     (["status", "--app", APP, "--store", "sqlite:///no/such/file.db"], "no SQLite database at"),
+    (["status", "--app", APP, "--store", "postgresql://u@127.0.0.1:1/db"], "is unavailable"),
+    (["run", APP, "--store", "postgresql://u@127.0.0.1/db?bogus=1"], 'parameter: "bogus"'),
     (["status", "--app", APP], "no store: give --store URI or set DECIDER_STORE"),
     (["status", "--store", "memory://"], "no app: give --app module:attribute or set DECIDER_APP"),
     (["status", "--app", APP, "--store", "memory://", "--workflow", "Nope"], "no workflow 'Nope'"),
