@@ -51,6 +51,9 @@ _WRAPPING: dict[str, type[Any]] = {
 }
 _KIND_OF: dict[type[Any], str] = {cls: kind for kind, cls in _WRAPPING.items()}
 _EMPTY = b"{}"
+# json.dumps builds a new encoder on every call made with options; one shared encoder (it keeps
+# no state between calls) writes the same compact, UTF-8 JSON for less.
+_JSON_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 
 EVENT_KINDS: tuple[str, ...] = (
     "Began",
@@ -243,7 +246,7 @@ class Codec:
 
     @staticmethod
     def _dumps(doc: Any) -> bytes:
-        return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
+        return _JSON_ENCODER.encode(doc).encode()
 
     @staticmethod
     def _loads(type_name: str, data: bytes) -> JSON:
