@@ -22,6 +22,7 @@ import attrs
 from decider import (
     InitiatedBy,
     Instance,
+    Lifecycle,
     Metadata,
     Received,
     Scheduled,
@@ -133,6 +134,11 @@ class WorkflowProcessor(Processor):
 
     def _remember(self, work: dict[str, _Work]) -> None:
         for stream, w in work.items():
+            if w.instance.status is Lifecycle.COMPLETED:
+                # Nothing more is decided for it: an input that still comes is recorded as
+                # Ignored after a read of its stream. The cache keeps the instances that work.
+                self.cache.discard(stream)
+                continue
             w.handled.update(w.added)
             self.cache.put(stream, CachedInstance(w.instance, w.handled))
 

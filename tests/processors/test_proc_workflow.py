@@ -28,11 +28,19 @@ def test_inputs_for_one_instance_in_one_batch_chain(store: EventStore, app_name:
         processor = service.processor("workflow.Tally")
         assert isinstance(processor, WorkflowProcessor)
         assert processor.conflicts == 0
+        # A completed instance leaves the cache; a late input is still recorded, as Ignored.
+        assert tally.stream("t") not in processor.cache._entries
+        app.publish(store, Added(tally_id="t", amount=5), "tallies")
+        assert service.wait_until(lambda: len(store.read_stream(tally.stream("t"))) == 8, 30)
     view = show(store, app, tally.stream("t"))
     assert view.state == 10
     assert view.status is Lifecycle.COMPLETED
-    assert [h.revision for h in view.history] == list(range(7))
-    assert types(store, tally.stream("t"))[-2:] == ["Received:ptest.Closed", "Completed"]
+    assert [h.revision for h in view.history] == list(range(8))
+    assert types(store, tally.stream("t"))[-3:] == [
+        "Received:ptest.Closed",
+        "Completed",
+        "Ignored:ptest.Added",
+    ]
 
 
 def test_a_stale_cache_entry_is_reloaded_after_the_conflict(
