@@ -162,6 +162,15 @@ class Instance(NamedTuple, Generic[S]):
     version: int
 
 
+# The hot paths (advance, handle) run for every input of every instance: module constants
+# instead of enum attribute lookups, and the tuple built directly rather than through the
+# named tuple's Python-level __new__.
+_NOT_STARTED = Lifecycle.NOT_STARTED
+_RUNNING = Lifecycle.RUNNING
+_COMPLETED = Lifecycle.COMPLETED
+_new_instance = tuple.__new__
+
+
 def start(workflow: Workflow[I, S, O]) -> Instance[S]:
     """An instance with no events yet."""
     return Instance(workflow.initial_state, Lifecycle.NOT_STARTED, 0)
@@ -176,17 +185,17 @@ def advance(
     >>> advance(wf, start(wf), [Began(), InitiatedBy("x")])
     Instance(state=2, status=<Lifecycle.RUNNING: 'running'>, version=2)
     """
-    state, status, version = instance.state, instance.status, instance.version
+    state, status, version = instance
     evolve = workflow.evolve
     for event in events:
         state = evolve(state, event)
         version += 1
         # _next_status inlined: this loop runs for every event of every instance.
         if type(event) is Completed:
-            status = Lifecycle.COMPLETED
-        elif status is Lifecycle.NOT_STARTED and type(event) is Began:
-            status = Lifecycle.RUNNING
-    return Instance(state, status, version)
+            status = _COMPLETED
+        elif status is _NOT_STARTED and type(event) is Began:
+            status = _RUNNING
+    return _new_instance(Instance, (state, status, version))
 
 
 def handle(
@@ -203,7 +212,7 @@ def handle(
     >>> handle(wf, Instance(None, Lifecycle.COMPLETED, 4), "again")
     [Ignored(message='again', reason='the workflow instance has completed')]
     """
-    if instance.status is Lifecycle.COMPLETED:
+    state, status, _ = instance
+    if status is _COMPLETED:
         return [Ignored(input, "the workflow instance has completed")]
-    commands = workflow.decide(input, instance.state)
-    return translate(instance.status is Lifecycle.NOT_STARTED, input, commands)
+    return translate(status is _NOT_STARTED, input, workflow.decide(input, state))
