@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import importlib
 import urllib.parse
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 from stores.errors import UnsupportedStoreURI
@@ -116,17 +117,21 @@ def _seconds(options: dict[str, str], key: str, default: float) -> float:
 
 
 def _esdb(uri: str) -> EventStore:
-    try:
-        # Imported by name: the adapter and its driver are optional.
-        module = importlib.import_module("stores.esdb")
-    except ModuleNotFoundError as exc:
-        if exc.name is not None and exc.name.split(".")[0] == "esdbclient":
-            raise UnsupportedStoreURI(
-                uri, "the esdbclient package is missing: pip install 'decider[esdb]'"
-            ) from exc
-        raise UnsupportedStoreURI(uri, f"the EventStoreDB adapter cannot be loaded: {exc}") from exc
+    module = _adapter(uri, "stores.esdb", "EventStoreDB", driver="esdbclient", extra="esdb")
     store: EventStore = module.EsdbEventStore(uri)
     return store
+
+
+def _adapter(shown: str, module: str, name: str, *, driver: str, extra: str) -> ModuleType:
+    """The adapter ``module``, imported by name: it and its driver are optional extras."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and exc.name.split(".")[0] == driver:
+            raise UnsupportedStoreURI(
+                shown, f"the {driver} package is missing: pip install 'decider[{extra}]'"
+            ) from exc
+        raise UnsupportedStoreURI(shown, f"the {name} adapter cannot be loaded: {exc}") from exc
 
 
 def _postgres(uri: str) -> EventStore:
@@ -146,15 +151,7 @@ def _postgres(uri: str) -> EventStore:
             raise UnsupportedStoreURI(shown, f"parameter {key!r} given twice")
         options[key] = urllib.parse.unquote(raw_value)
     conninfo = base + ("?" + "&".join(passed) if passed else "")
-    try:
-        # Imported by name: the adapter and its driver are optional.
-        module = importlib.import_module("stores.postgres")
-    except ModuleNotFoundError as exc:
-        if exc.name is not None and exc.name.split(".")[0] == "psycopg":
-            raise UnsupportedStoreURI(
-                shown, "the psycopg package is missing: pip install 'decider[postgres]'"
-            ) from exc
-        raise UnsupportedStoreURI(shown, f"the PostgreSQL adapter cannot be loaded: {exc}") from exc
+    module = _adapter(shown, "stores.postgres", "PostgreSQL", driver="psycopg", extra="postgres")
     try:
         store: EventStore = module.PostgresEventStore(
             conninfo,

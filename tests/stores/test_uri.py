@@ -149,15 +149,25 @@ def test_postgresql_errors_hide_the_password() -> None:
     assert "s3cret" not in str(unsupported.value)
 
 
-def test_esdb_without_its_driver_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delitem(sys.modules, "stores.esdb", raising=False)
-    monkeypatch.setitem(sys.modules, "esdbclient", None)
+@pytest.mark.parametrize(
+    ("uri", "adapter", "driver", "extra"),
+    [
+        ("esdb://localhost:2113?Tls=false", "stores.esdb", "esdbclient", "esdb"),
+        ("postgresql://app@127.0.0.1/events", "stores.postgres", "psycopg", "postgres"),
+    ],
+)
+def test_an_adapter_without_its_driver_names_the_extra(
+    monkeypatch: pytest.MonkeyPatch, uri: str, adapter: str, driver: str, extra: str
+) -> None:
+    monkeypatch.delitem(sys.modules, adapter, raising=False)
+    monkeypatch.setitem(sys.modules, driver, None)
     with pytest.raises(UnsupportedStoreURI) as caught:
-        open_store("esdb://localhost:2113?Tls=false")
-    if importlib.util.find_spec("stores.esdb") is None:
+        open_store(uri)
+    if importlib.util.find_spec(adapter) is None:
         assert "adapter cannot be loaded" in caught.value.reason
     else:
-        assert "pip install 'decider[esdb]'" in caught.value.reason
+        assert f"the {driver} package is missing" in caught.value.reason
+        assert f"pip install 'decider[{extra}]'" in caught.value.reason
 
 
 def test_esdb_opens_the_adapter_lazily() -> None:
