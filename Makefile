@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,esdb,postgres]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,esdb,postgres-binary]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -23,7 +23,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 types: $(STAMP)
-	$(BIN)/mypy decider stores processors samples benchmarks
+	$(BIN)/mypy decider samples benchmarks
 
 # The PostgreSQL tests need the local server: started here if it is down, never skipped.
 postgres:

@@ -19,10 +19,10 @@ from pathlib import Path
 
 from benchmarks.harness import Figure, Result, Target, compare_median, timed
 from decider import Codec, Metadata, Sent, event_id
+from decider.stores import NO_STREAM, ExpectedRevision, NewEvent
+from decider.stores._sqlite_sql import INSERT, SCHEMA
+from decider.stores.sqlite import SqliteEventStore
 from samples.traffic_fine.messages import GenerateTrafficFineSystemNumber
-from stores import NO_STREAM, ExpectedRevision, NewEvent
-from stores._sqlite_sql import INSERT, SCHEMA
-from stores.sqlite import SqliteEventStore
 
 STREAM = "IssueTrafficFineForSpeedingViolation-wf_bench"
 Row = tuple[str, int, bytes, str, bytes, bytes, str]

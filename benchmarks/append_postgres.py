@@ -26,9 +26,9 @@ from psycopg import sql
 from benchmarks.append import STREAM, sample_events
 from benchmarks.harness import Figure, Prepared, Result, compare_median_prepared, timed
 from benchmarks.pg import CONNECT_TIMEOUT, fresh_schema, redact
-from stores import NO_STREAM, ExpectedRevision, NewEvent
-from stores._postgres_sql import Statements
-from stores.postgres import PostgresEventStore
+from decider.stores import NO_STREAM, ExpectedRevision, NewEvent
+from decider.stores._postgres_sql import Statements
+from decider.stores.postgres import PostgresEventStore
 
 Row = tuple[str, int, Any, str, bytes, bytes, datetime]
 Side = Callable[[str], AbstractContextManager[Callable[[], None]]]

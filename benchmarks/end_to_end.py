@@ -34,11 +34,11 @@ from typing import Any
 
 from benchmarks import pg
 from benchmarks.harness import Figure, Pending, Result, Target
-from processors import Service
+from decider.processors import Service
+from decider.stores import CaughtUp, EventStore, Filter
 from samples.traffic_fine.app import ISSUED_STREAM, REPORTS_STREAM, make_app
 from samples.traffic_fine.messages import PoliceReportPublished, SpeedingViolation
 from samples.traffic_fine.workflow import workflow
-from stores import CaughtUp, EventStore, Filter
 
 STORES = ("sqlite", "memory", "esdb", "postgres")
 """The stores an end-to-end run can use."""
@@ -52,21 +52,21 @@ _ROOT = Path(__file__).resolve().parent.parent
 
 def _open_store(kind: str, directory: Path, uri: str | None, schema: str | None) -> EventStore:
     if kind == "sqlite":
-        from stores.sqlite import SqliteEventStore
+        from decider.stores.sqlite import SqliteEventStore
 
         return SqliteEventStore(directory / "e2e.db", synchronous="FULL")
     if kind == "memory":
-        from stores.memory import MemoryEventStore
+        from decider.stores.memory import MemoryEventStore
 
         return MemoryEventStore()
     if kind == "esdb":
-        from stores.esdb import EsdbEventStore
+        from decider.stores.esdb import EsdbEventStore
 
         if uri is None:
             raise ValueError("an EventStoreDB run needs the server's uri")
         return EsdbEventStore(uri)
     if kind == "postgres":
-        from stores.postgres import PostgresEventStore
+        from decider.stores.postgres import PostgresEventStore
 
         if uri is None or schema is None:
             raise ValueError("a PostgreSQL run needs the server's uri and a schema")
@@ -217,7 +217,7 @@ def _python_env() -> dict[str, str]:
 def esdb_test_server() -> Iterator[str]:
     """An EventStoreDB test server in its own process (so it does not share our GIL); its uri."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "stores.esdb_testserver", "--port", "0"],
+        [sys.executable, "-m", "decider.stores.esdb_testserver", "--port", "0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

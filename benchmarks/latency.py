@@ -4,7 +4,7 @@ A tiny counter workflow (input ``bench.Increment``, which decides nothing, so ea
 one ``Received`` event) has one instance per history length, its stream pre-filled with the
 very events the processor would have written (same types, derived ids and metadata, so the
 instance's handled message ids are all there). The real
-:class:`~processors.workflow_processor.WorkflowProcessor` then handles inputs read back from
+:class:`~decider.processors.workflow_processor.WorkflowProcessor` then handles inputs read back from
 the store, one batch of one input at a time, each committed (events and checkpoint in one
 SQLite transaction, ``synchronous=FULL``). Two cases:
 
@@ -39,12 +39,12 @@ from decider import (
     message,
     start,
 )
-from processors import App, Signal, SystemClock
-from processors.base import Context
-from processors.workflow_processor import WorkflowProcessor
-from stores import NO_STREAM, ExpectedRevision, NewEvent, RecordedEvent
-from stores.memory import MemoryEventStore
-from stores.sqlite import SqliteEventStore
+from decider.processors import App, Signal, SystemClock
+from decider.processors.base import Context
+from decider.processors.workflow_processor import WorkflowProcessor
+from decider.stores import NO_STREAM, ExpectedRevision, NewEvent, RecordedEvent
+from decider.stores.memory import MemoryEventStore
+from decider.stores.sqlite import SqliteEventStore
 
 
 @message("bench.Increment")

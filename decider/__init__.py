@@ -2,7 +2,8 @@
 
 The pure core: messages, commands, workflow events, the :class:`Workflow` triple,
 :func:`fold`, :func:`translate`, the codec and deterministic ids. It does no I/O and imports
-nothing from ``stores`` or ``processors``.
+nothing from :mod:`decider.stores` or :mod:`decider.processors`, which are imported on
+their own.
 """
 
 from decider.codec import Codec, event_kind
@@ -27,6 +28,7 @@ from decider.events import (
 )
 from decider.ids import event_id, new_id
 from decider.messages import REGISTRY, Envelope, MessageRegistry, Metadata, message, type_name_of
+from decider.system import CommandFailed
 from decider.workflow import (
     Instance,
     Lifecycle,
@@ -44,6 +46,7 @@ __all__ = [
     "Began",
     "Codec",
     "Command",
+    "CommandFailed",
     "Complete",
     "Completed",
     "DecodeError",

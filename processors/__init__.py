@@ -6,12 +6,22 @@ streams; a :class:`Service` runs its workflow, command and timer processors as t
 views. See docs/processors.md for the guarantees and the stream names.
 """
 
-from processors.app import App, Handler, HandlerResult, Route, by_correlation
-from processors.base import LOGGER
-from processors.clock import Clock, FakeClock, Signal, SystemClock
-from processors.errors import AppDefinitionError, ConflictsExhausted, NotParked, ProcessorError
-from processors.messages import CommandFailed, CommandParked, InputSkipped, ParkedCommandRetried
-from processors.queries import (
+from decider.processors.app import App, Handler, HandlerResult, Route, by_correlation
+from decider.processors.base import LOGGER
+from decider.processors.clock import Clock, FakeClock, Signal, SystemClock
+from decider.processors.errors import (
+    AppDefinitionError,
+    ConflictsExhausted,
+    NotParked,
+    ProcessorError,
+)
+from decider.processors.messages import (
+    CommandFailed,
+    CommandParked,
+    InputSkipped,
+    ParkedCommandRetried,
+)
+from decider.processors.queries import (
     HistoryEntry,
     InstanceStatus,
     InstanceView,
@@ -21,8 +31,8 @@ from processors.queries import (
     show,
     status,
 )
-from processors.retry import HandlerFailure, RetryPolicy
-from processors.service import Service
+from decider.processors.retry import HandlerFailure, RetryPolicy
+from decider.processors.service import Service
 
 __all__ = [
     "LOGGER",

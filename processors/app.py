@@ -30,9 +30,9 @@ import attrs
 from returns.result import Result
 
 from decider import Codec, Envelope, Metadata, UnknownMessageType, Workflow, event_id, new_id
-from processors.errors import AppDefinitionError
-from processors.retry import HandlerFailure, RetryPolicy
-from stores.protocol import ANY, EventStore, NewEvent
+from decider.processors.errors import AppDefinitionError
+from decider.processors.retry import HandlerFailure, RetryPolicy
+from decider.stores.protocol import ANY, EventStore, NewEvent
 
 Route: TypeAlias = Callable[[Any, Metadata], "str | None"]
 """Maps an input and its metadata to the id of the instance it is for (``None``: none)."""
@@ -119,11 +119,11 @@ class HandlerRegistration:
 
 
 class App:
-    """Everything a :class:`~processors.service.Service` runs, registered up front.
+    """Everything a :class:`~decider.processors.service.Service` runs, registered up front.
 
     Registration checks what it can at once (message types registered with the codec, one
     handler or target stream per command type, unique names) and raises
-    :class:`~processors.errors.AppDefinitionError` naming the problem.
+    :class:`~decider.processors.errors.AppDefinitionError` naming the problem.
     """
 
     def __init__(

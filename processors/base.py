@@ -3,7 +3,8 @@
 A processor is a catch-up subscription from its stored checkpoint. It drains what is ready into
 a batch (up to ``batch_size``), handles the batch, and commits the batch's appends together with
 the checkpoint: in one transaction when the store is a
-:class:`~stores.protocol.TransactionalStore` (group commit), else stream by stream and then the
+:class:`~decider.stores.protocol.TransactionalStore` (group commit), else stream by stream and then
+the
 checkpoint (at least once, made exactly-once in effect by derived event ids).
 """
 
@@ -18,10 +19,10 @@ from typing import Any
 import attrs
 
 from decider import Envelope, Metadata, event_id
-from processors.app import App, skipped_stream
-from processors.clock import Clock, Signal
-from processors.messages import InputSkipped
-from stores.protocol import (
+from decider.processors.app import App, skipped_stream
+from decider.processors.clock import Clock, Signal
+from decider.processors.messages import InputSkipped
+from decider.stores.protocol import (
     ANY,
     CaughtUp,
     CheckpointStore,
@@ -157,7 +158,7 @@ class Processor(abc.ABC):
     def commit(self, appends: Sequence[StreamAppend], position: int | None) -> None:
         """Write ``appends`` and the checkpoint ``position``: one transaction where possible.
 
-        Raises :class:`~stores.errors.WrongExpectedVersion` if an append's check fails (on a
+        Raises :class:`~decider.stores.errors.WrongExpectedVersion` if an append's check fails (on a
         transactional store nothing is written then).
         """
         store = self.context.store

@@ -5,7 +5,8 @@ It follows the ``Sent:``, ``Published:`` and ``Replied:`` events of the app's in
 - ``Sent`` of a type with a handler: the handler runs with the command id as idempotency key;
   its result messages go to ``<handler name>-<command id>`` (expected ``NO_STREAM``, ids
   derived from the command id), so carrying a command out twice writes its results once.
-  Failures are retried per the handler's :class:`~processors.retry.RetryPolicy`, waiting on the
+  Failures are retried per the handler's :class:`~decider.processors.retry.RetryPolicy`, waiting on
+  the
   clock (a stop interrupts the wait); then the command is parked, and ``decider.CommandFailed``
   goes back to the workflow if it lists it as an input.
 - ``Sent`` of a routed type: the message is appended to the target stream (derived id).
@@ -15,7 +16,7 @@ Routed, published and replied messages are copied byte for byte: nothing is deco
 A ``decider.ParkedCommandRetried`` in the app's ledger re-runs the parked command.
 
 A command's outcome (its results, or its park record) and the checkpoint past it are one
-transaction on a :class:`~stores.protocol.TransactionalStore`. Elsewhere (EventStoreDB) the
+transaction on a :class:`~decider.stores.protocol.TransactionalStore`. Elsewhere (EventStoreDB) the
 outcome is written first, so a crash before the checkpoint makes the next run see the command
 again: until that run has caught up, a handler's command whose outcome of this round is stored
 is recognised as concluded and not carried out again (a handler is not asked twice, so its
@@ -33,13 +34,13 @@ from typing import Any
 from returns.result import Failure, Result, Success
 
 from decider import DecodeError, Metadata, event_id
-from processors.app import HandlerRegistration, failed_stream, parked_stream, results_stream
-from processors.base import Context, Processor
-from processors.messages import CommandFailed, CommandParked, ParkedCommandRetried
-from processors.retry import HandlerFailure
-from processors.workflow_processor import COMMAND_FAILED
-from stores.errors import WrongExpectedVersion
-from stores.protocol import (
+from decider.processors.app import HandlerRegistration, failed_stream, parked_stream, results_stream
+from decider.processors.base import Context, Processor
+from decider.processors.messages import CommandFailed, CommandParked, ParkedCommandRetried
+from decider.processors.retry import HandlerFailure
+from decider.processors.workflow_processor import COMMAND_FAILED
+from decider.stores.errors import WrongExpectedVersion
+from decider.stores.protocol import (
     ANY,
     NO_STREAM,
     CaughtUp,
@@ -50,10 +51,10 @@ from stores.protocol import (
 )
 
 RETRIED = "decider.ParkedCommandRetried"
-"""The stored type name of :class:`~processors.messages.ParkedCommandRetried`."""
+"""The stored type name of :class:`~decider.processors.messages.ParkedCommandRetried`."""
 
 PARKED = "decider.CommandParked"
-"""The stored type name of :class:`~processors.messages.CommandParked`."""
+"""The stored type name of :class:`~decider.processors.messages.CommandParked`."""
 
 
 class _Outcome(enum.Enum):

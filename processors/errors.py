@@ -16,7 +16,8 @@ class ProcessorError(Exception):
 
 
 class AppDefinitionError(ProcessorError, ValueError):
-    """An :class:`~processors.app.App` was set up wrongly; the message says what and where."""
+    """An :class:`~decider.processors.app.App` was set up wrongly; the message says what and
+    where."""
 
 
 class NotParked(ProcessorError, LookupError):

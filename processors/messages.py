@@ -13,21 +13,9 @@ from __future__ import annotations
 import attrs
 
 from decider import message
+from decider.system import CommandFailed
 
-
-@message("decider.CommandFailed")
-@attrs.frozen(kw_only=True)
-class CommandFailed:
-    """A command the workflow sent could not be carried out and was parked.
-
-    ``command_id`` is the id of the workflow event that recorded the command, ``reason`` the
-    last failure, ``attempts`` how many times it was tried.
-    """
-
-    command_id: str
-    command_type: str
-    reason: str
-    attempts: int
+__all__ = ["CommandFailed", "CommandParked", "InputSkipped", "ParkedCommandRetried"]
 
 
 @message("decider.CommandParked")

@@ -13,12 +13,12 @@ from typing import Any
 import attrs
 
 from decider import Envelope, Lifecycle, Metadata, WorkflowEvent, advance, event_id, start
-from processors.app import App, parked_stream
-from processors.errors import ConflictsExhausted, NotParked
-from processors.messages import CommandParked, ParkedCommandRetried
-from stores.decoding import decode_event, decode_metadata
-from stores.errors import WrongExpectedVersion
-from stores.protocol import EventStore, Filter, NewEvent, RecordedEvent
+from decider.processors.app import App, parked_stream
+from decider.processors.errors import ConflictsExhausted, NotParked
+from decider.processors.messages import CommandParked, ParkedCommandRetried
+from decider.stores.decoding import decode_event, decode_metadata
+from decider.stores.errors import WrongExpectedVersion
+from decider.stores.protocol import EventStore, Filter, NewEvent, RecordedEvent
 
 _PAGE = 1000
 _RACES = 5
@@ -73,7 +73,8 @@ def show(store: EventStore, app: App, stream: str) -> InstanceView:
     """The history, folded state and status of the instance stream ``stream``.
 
     Raises :class:`KeyError` if no workflow of ``app`` owns the stream, and
-    :class:`~stores.errors.CorruptEvent` (naming the revision) for an event that cannot be decoded.
+    :class:`~decider.stores.errors.CorruptEvent` (naming the revision) for an event that cannot be
+    decoded.
     """
     registration = app.workflow_of_stream(stream)
     if registration is None:
@@ -148,11 +149,12 @@ def _parked(app: App, ledger: list[RecordedEvent]) -> list[tuple[ParkedCommand, 
 def retry_parked(store: EventStore, app: App, command_id: str) -> str:
     """Re-queue a parked command: the command processor carries it out again.
 
-    Returns the id of the retry request. Raises :class:`~processors.errors.NotParked` if the
+    Returns the id of the retry request. Raises :class:`~decider.processors.errors.NotParked` if the
     command is not parked now, which includes a command already re-queued (a retry request
     follows its last park), even by a concurrent call: one park is retried at most once. If it
     fails again, it is parked again (and the workflow gets another ``decider.CommandFailed``).
-    :class:`~processors.errors.ConflictsExhausted` if the ledger kept changing under the call.
+    :class:`~decider.processors.errors.ConflictsExhausted` if the ledger kept changing under the
+    call.
     """
     stream = parked_stream(app.name)
     for _ in range(_RACES):

@@ -1,7 +1,7 @@
 """Retry policies for command handlers, and the failure value a handler returns.
 
 Hand-written rather than taken from a library (tenacity, backoff): those sleep with
-``time.sleep``, which neither a stop request nor a :class:`~processors.clock.FakeClock` can
+``time.sleep``, which neither a stop request nor a :class:`~decider.processors.clock.FakeClock` can
 interrupt, and the policy here is a dozen lines of arithmetic.
 """
 

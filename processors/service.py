@@ -23,13 +23,13 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-from processors.app import App
-from processors.base import LOGGER, Context, Processor
-from processors.clock import Clock, Signal, SystemClock
-from processors.command_processor import CommandProcessor
-from processors.timer_processor import TimerProcessor
-from processors.workflow_processor import WorkflowProcessor
-from stores.protocol import CheckpointStore, EventStore
+from decider.processors.app import App
+from decider.processors.base import LOGGER, Context, Processor
+from decider.processors.clock import Clock, Signal, SystemClock
+from decider.processors.command_processor import CommandProcessor
+from decider.processors.timer_processor import TimerProcessor
+from decider.processors.workflow_processor import WorkflowProcessor
+from decider.stores.protocol import CheckpointStore, EventStore
 
 _SAFETY_RECHECK = 0.05
 
@@ -39,8 +39,8 @@ class Service:
 
     Guarantees: every input is handled at least once and takes effect once (derived ids,
     expected revisions, message-id deduplication); checkpoints only move past work that is
-    stored. The store must implement :class:`~stores.protocol.CheckpointStore`; a
-    :class:`~stores.protocol.TransactionalStore` gets group commits.
+    stored. The store must implement :class:`~decider.stores.protocol.CheckpointStore`; a
+    :class:`~decider.stores.protocol.TransactionalStore` gets group commits.
 
     WARNING: a handler's side effects outside the store may happen more than once (after a
     crash or a retry); handlers receive the command id as an idempotency key for that.
@@ -59,7 +59,7 @@ class Service:
         if not isinstance(store, CheckpointStore):
             raise TypeError(
                 f"{type(store).__name__} cannot store checkpoints: a Service needs a store that "
-                "implements stores.protocol.CheckpointStore"
+                "implements decider.stores.protocol.CheckpointStore"
             )
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")

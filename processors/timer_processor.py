@@ -24,9 +24,9 @@ from datetime import datetime, timedelta
 import attrs
 
 from decider import Metadata, event_id
-from processors.base import Context, Processor
-from processors.clock import Signal
-from stores.protocol import NO_STREAM, Filter, NewEvent, RecordedEvent, StreamAppend
+from decider.processors.base import Context, Processor
+from decider.processors.clock import Signal
+from decider.stores.protocol import NO_STREAM, Filter, NewEvent, RecordedEvent, StreamAppend
 
 _IDLE_WAIT = 3600.0
 

@@ -32,16 +32,16 @@ from decider import (
     handle,
     start,
 )
-from processors.app import WorkflowRegistration, failed_stream_workflow
-from processors.base import Context, Processor
-from processors.cache import CachedInstance, InstanceCache
-from processors.errors import ConflictsExhausted
-from stores.decoding import decode_event
-from stores.errors import CorruptEvent, WrongExpectedVersion
-from stores.protocol import NO_STREAM, Filter, NewEvent, RecordedEvent, StreamAppend
+from decider.processors.app import WorkflowRegistration, failed_stream_workflow
+from decider.processors.base import Context, Processor
+from decider.processors.cache import CachedInstance, InstanceCache
+from decider.processors.errors import ConflictsExhausted
+from decider.stores.decoding import decode_event
+from decider.stores.errors import CorruptEvent, WrongExpectedVersion
+from decider.stores.protocol import NO_STREAM, Filter, NewEvent, RecordedEvent, StreamAppend
 
 COMMAND_FAILED = "decider.CommandFailed"
-"""The stored type name of :class:`~processors.messages.CommandFailed`."""
+"""The stored type name of :class:`~decider.processors.messages.CommandFailed`."""
 
 MAX_CONFLICT_RETRIES = 5
 """How many times one input is re-decided after revision conflicts before giving up."""

@@ -1,6 +1,6 @@
 """Event stores: one protocol, several backends, one contract suite they all pass."""
 
-from stores.errors import (
+from decider.stores.errors import (
     CorruptEvent,
     StoreError,
     StoreUnavailable,
@@ -8,7 +8,7 @@ from stores.errors import (
     UnsupportedStoreURI,
     WrongExpectedVersion,
 )
-from stores.protocol import (
+from decider.stores.protocol import (
     ALL,
     ANY,
     EXISTS,
@@ -26,7 +26,7 @@ from stores.protocol import (
     Subscription,
     TransactionalStore,
 )
-from stores.uri import open_store
+from decider.stores.uri import open_store
 
 __all__ = [
     "ALL",

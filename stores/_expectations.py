@@ -20,8 +20,15 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 
-from stores.errors import WrongExpectedVersion
-from stores.protocol import ANY, EXISTS, NO_STREAM, AppendResult, ExpectedRevision, StreamState
+from decider.stores.errors import WrongExpectedVersion
+from decider.stores.protocol import (
+    ANY,
+    EXISTS,
+    NO_STREAM,
+    AppendResult,
+    ExpectedRevision,
+    StreamState,
+)
 
 Stored = tuple[uuid.UUID, int, int]
 """A stored event's ``(id, revision, position)``."""

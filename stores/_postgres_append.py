@@ -2,7 +2,7 @@
 
 One stream's append reads the stream's last revision, takes the fast path when the expectation
 is plainly met (the exact revision, or ``NO_STREAM`` on a missing stream) and otherwise applies
-the shared idempotency rule (:mod:`stores._expectations`), then inserts. A batch
+the shared idempotency rule (:mod:`decider.stores._expectations`), then inserts. A batch
 (:func:`read_ahead`) reads every stream's last revision, and which ids of its ``ANY`` /
 ``EXISTS`` appends are stored, in two round trips whatever its size, so its inserts go down the
 pipeline without waiting for each other.
@@ -18,9 +18,9 @@ import attrs
 import psycopg
 from psycopg.rows import TupleRow
 
-from stores._expectations import Stored, plan_append
-from stores._postgres_sql import Statements
-from stores.protocol import (
+from decider.stores._expectations import Stored, plan_append
+from decider.stores._postgres_sql import Statements
+from decider.stores.protocol import (
     ANY,
     EXISTS,
     NO_STREAM,

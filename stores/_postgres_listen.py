@@ -2,7 +2,7 @@
 
 Every append sends a ``NOTIFY`` on its schema's channel when it commits. One thread per store
 (started by the first subscription) holds a connection that ``LISTEN``s on that channel, sleeps
-in ``select`` on its socket, and pokes the store's :class:`~stores.subscription.LogNotifier`
+in ``select`` on its socket, and pokes the store's :class:`~decider.stores.subscription.LogNotifier`
 whenever something arrives; the subscriptions then read the log as usual. A notification
 carries nothing the readers rely on: it only says "look again".
 
@@ -25,7 +25,7 @@ import psycopg
 from psycopg import sql as pgsql
 from psycopg.rows import TupleRow
 
-from stores.subscription import LogNotifier
+from decider.stores.subscription import LogNotifier
 
 _MAX_RETRY_DELAY = 2.0
 

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 import attrs
 from psycopg import sql as pgsql
 
-from stores.protocol import Filter, RecordedEvent
+from decider.stores.protocol import Filter, RecordedEvent
 
 LOCK_CLASS = 0x6465_6369  # "deci": the first key of the store's advisory locks
 """The first key of every advisory lock the store takes; the second is the schema's CRC-32."""
@@ -77,7 +77,7 @@ SET LOCAL client_min_messages = warning;
 SELECT {lock};
 CREATE SCHEMA IF NOT EXISTS {s};
 CREATE TABLE IF NOT EXISTS {events} (
-    -- Assigned inside the write lock (see stores.postgres), so positions follow commits.
+    -- Assigned inside the write lock (see decider.stores.postgres), so positions follow commits.
     position    bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     stream      text        NOT NULL,
     revision    bigint      NOT NULL,

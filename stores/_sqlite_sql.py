@@ -6,7 +6,7 @@ import functools
 import uuid
 from datetime import datetime
 
-from stores.protocol import Filter, RecordedEvent
+from decider.stores.protocol import Filter, RecordedEvent
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (

@@ -2,8 +2,8 @@
 
 Usage, in a store's test module::
 
-    from stores.contract import EventStoreContract
-    from stores.sqlite import SqliteEventStore
+    from decider.stores.contract import EventStoreContract
+    from decider.stores.sqlite import SqliteEventStore
 
     class TestSqliteStore(EventStoreContract):
         store_factory = staticmethod(lambda tmp_path: SqliteEventStore(tmp_path / "e.db"))
@@ -22,8 +22,8 @@ fixture instead, and may depend on any fixture of its own::
 The suite assumes nothing about what else is in the store: every test writes streams with a
 unique prefix, reads the global log only after a marker it appends first, and filters by its
 prefix, so it runs on a shared server whose log is not empty and holds system events.
-Optional abilities (:class:`~stores.protocol.CheckpointStore`,
-:class:`~stores.protocol.TransactionalStore`) are tested only when the store has them; the
+Optional abilities (:class:`~decider.stores.protocol.CheckpointStore`,
+:class:`~decider.stores.protocol.TransactionalStore`) are tested only when the store has them; the
 other tests of those groups are skipped.
 
 ``close()`` must be idempotent: one test closes the store itself, and the fixture closes it
@@ -41,11 +41,15 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from stores._contract.extras import CheckpointContract, ConcurrencyContract, TransactionContract
-from stores._contract.log import LogContract
-from stores._contract.stateful import comparison_machine
-from stores._contract.streams import StreamContract
-from stores._contract.support import (
+from decider.stores._contract.extras import (
+    CheckpointContract,
+    ConcurrencyContract,
+    TransactionContract,
+)
+from decider.stores._contract.log import LogContract
+from decider.stores._contract.stateful import comparison_machine
+from decider.stores._contract.streams import StreamContract
+from decider.stores._contract.support import (
     DEFAULT_TIMEOUT,
     Scope,
     new_events,
@@ -53,7 +57,7 @@ from stores._contract.support import (
     take,
     wait_until,
 )
-from stores.protocol import EventStore
+from decider.stores.protocol import EventStore
 
 __all__ = [
     "DEFAULT_TIMEOUT",

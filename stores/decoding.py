@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from decider import Codec, DecodeError, Metadata, WorkflowEvent, event_kind
-from stores.errors import CorruptEvent
-from stores.protocol import RecordedEvent
+from decider.stores.errors import CorruptEvent
+from decider.stores.protocol import RecordedEvent
 
 
 def decode_metadata(codec: Codec, record: RecordedEvent) -> Metadata:

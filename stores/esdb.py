@@ -6,7 +6,7 @@ re-appends by event id), so the adapter mostly translates names. The differences
 - a ``$all`` read from a position includes that position: :meth:`EsdbEventStore.read_all`
   drops it, so ``after_position`` is exclusive as the protocol says;
 - the server filters on the stream name *or* the event type, by regex; the adapter sends the
-  more selective one and applies the rest of :class:`~stores.protocol.Filter` itself;
+  more selective one and applies the rest of :class:`~decider.stores.protocol.Filter` itself;
 - the client returns only a commit position after an append; the revision is computed from
   the expectation (an ``int`` or ``NO_STREAM``) or looked up by event id (``ANY``/``EXISTS``).
 
@@ -15,10 +15,10 @@ Positions are EventStoreDB commit positions. Checkpoints live in the stream
 them out of every subscription that excludes system events (ours and esdbclient's default), and
 a non-``$`` stream needs no admin rights on a secured node.
 
-Every ``esdbclient`` error is mapped to :mod:`stores.errors` in :func:`map_error`.
+Every ``esdbclient`` error is mapped to :mod:`decider.stores.errors` in :func:`map_error`.
 
 WARNING: EventStoreDB cannot append to several streams in one transaction, so this store is
-not a :class:`~stores.protocol.TransactionalStore`.
+not a :class:`~decider.stores.protocol.TransactionalStore`.
 """
 
 from __future__ import annotations
@@ -38,15 +38,15 @@ import esdbclient
 import esdbclient.exceptions as esdb_errors
 from esdbclient import EventStoreDBClient, StreamState
 
-from stores._expectations import check_read_args, validate_append
-from stores.errors import (
+from decider.stores._expectations import check_read_args, validate_append
+from decider.stores.errors import (
     StoreError,
     StoreUnavailable,
     StreamDeleted,
     UnsupportedStoreURI,
     WrongExpectedVersion,
 )
-from stores.protocol import (
+from decider.stores.protocol import (
     ALL,
     ANY,
     EXISTS,
@@ -73,7 +73,7 @@ _STATES = {NO_STREAM: StreamState.NO_STREAM, EXISTS: StreamState.EXISTS, ANY: St
 def map_error(
     exc: Exception, stream: str = "$all", expected: ExpectedRevision | None = None
 ) -> StoreError:
-    """The :mod:`stores.errors` exception for an ``esdbclient`` exception (the one place).
+    """The :mod:`decider.stores.errors` exception for an ``esdbclient`` exception (the one place).
 
     ``WrongCurrentVersion`` carries the actual revision only in its message, which
     ``esdbclient`` words in two fixed ways: "Stream 'x' does not exist" and "Stream position of
@@ -251,8 +251,8 @@ class EsdbSubscription:
 
 
 class EsdbEventStore:
-    """An :class:`~stores.protocol.EventStore` and
-    :class:`~stores.protocol.CheckpointStore` on EventStoreDB.
+    """An :class:`~decider.stores.protocol.EventStore` and
+    :class:`~decider.stores.protocol.CheckpointStore` on EventStoreDB.
 
     ``uri`` is an esdbclient connection string, e.g. ``esdb://localhost:2113?Tls=false``.
     Appends of several events are one atomic batch; re-appending the same event ids with the
@@ -276,8 +276,8 @@ class EsdbEventStore:
     ) -> AppendResult:
         """Append ``events`` atomically if the stream is at ``expected_revision``.
 
-        Raises :class:`~stores.errors.WrongExpectedVersion` (nothing written) on a mismatch,
-        :class:`~stores.errors.StreamDeleted` for a tombstoned stream.
+        Raises :class:`~decider.stores.errors.WrongExpectedVersion` (nothing written) on a mismatch,
+        :class:`~decider.stores.errors.StreamDeleted` for a tombstoned stream.
         """
         validate_append(len(events), expected_revision)
         self._check_open()
@@ -325,7 +325,7 @@ class EsdbEventStore:
         self, stream: str, from_revision: int = 0, limit: int | None = None
     ) -> list[RecordedEvent]:
         """The stream's events from ``from_revision`` on, forwards; ``[]`` for a missing
-        (or soft-deleted) stream; :class:`~stores.errors.StreamDeleted` if tombstoned."""
+        (or soft-deleted) stream; :class:`~decider.stores.errors.StreamDeleted` if tombstoned."""
         check_read_args(from_revision, limit)
         self._check_open()
         if limit == 0:
@@ -405,7 +405,7 @@ class EsdbEventStore:
     def save_checkpoint(self, name: str, position: int) -> None:
         """Store ``position`` for processor ``name``, expecting the revision last seen.
 
-        Raises :class:`~stores.errors.WrongExpectedVersion` if another writer moved the
+        Raises :class:`~decider.stores.errors.WrongExpectedVersion` if another writer moved the
         checkpoint since this store last read or wrote it (two processors with one name).
         """
         self._check_open()

@@ -12,9 +12,9 @@ import uuid
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
-from stores._expectations import Stored, check_read_args, plan_append, validate_append
-from stores.errors import StoreError
-from stores.protocol import (
+from decider.stores._expectations import Stored, check_read_args, plan_append, validate_append
+from decider.stores.errors import StoreError
+from decider.stores.protocol import (
     ALL,
     AppendResult,
     ExpectedRevision,
@@ -23,14 +23,16 @@ from stores.protocol import (
     RecordedEvent,
     StreamAppend,
 )
-from stores.subscription import CatchUpSubscription, LogNotifier
+from decider.stores.subscription import CatchUpSubscription, LogNotifier
 
 
 class MemoryEventStore:
     """A thread-safe event store held in a process's memory.
 
-    Implements :class:`~stores.protocol.EventStore`, :class:`~stores.protocol.CheckpointStore`
-    and :class:`~stores.protocol.TransactionalStore`. Appends are atomic and serialised by one
+    Implements :class:`~decider.stores.protocol.EventStore`,
+    :class:`~decider.stores.protocol.CheckpointStore`
+    and :class:`~decider.stores.protocol.TransactionalStore`. Appends are atomic and serialised by
+    one
     lock; positions start at 1 and increase by one per event. Subscriptions wake on every
     append (no polling).
 
@@ -51,7 +53,7 @@ class MemoryEventStore:
     ) -> AppendResult:
         """Append ``events`` atomically if the stream is at ``expected_revision``.
 
-        Raises :class:`~stores.errors.WrongExpectedVersion`, writing nothing, on a mismatch;
+        Raises :class:`~decider.stores.errors.WrongExpectedVersion`, writing nothing, on a mismatch;
         re-appending stored ids with the same expectation returns the stored result.
         """
         validate_append(len(events), expected_revision)

@@ -31,7 +31,8 @@ WARNING: durability also depends on the server (``fsync`` must be on).
 
 Subscriptions. Every append sends a ``NOTIFY`` on its schema's channel (delivered at commit);
 a store's first subscription starts one thread that ``LISTEN``s and wakes the waiting
-subscriptions (:mod:`stores._postgres_listen`): other processes' appends arrive within a round
+subscriptions (:mod:`decider.stores._postgres_listen`): other processes' appends arrive within a
+round
 trip, with no polling, and this store's own at once.
 
 Threads and processes. Each thread has its own connection (closed when the thread ends or the
@@ -54,13 +55,13 @@ from psycopg import conninfo as pgconninfo
 from psycopg.pq import TransactionStatus
 from psycopg.rows import TupleRow
 
-from stores._connections import ThreadConnections
-from stores._expectations import check_read_args, validate_append
-from stores._postgres_append import append_one, one_row, read_ahead
-from stores._postgres_listen import NotifyListener
-from stores._postgres_sql import Statements, decode, read_all_sql
-from stores.errors import StoreError, StoreUnavailable
-from stores.protocol import (
+from decider.stores._connections import ThreadConnections
+from decider.stores._expectations import check_read_args, validate_append
+from decider.stores._postgres_append import append_one, one_row, read_ahead
+from decider.stores._postgres_listen import NotifyListener
+from decider.stores._postgres_sql import Statements, decode, read_all_sql
+from decider.stores.errors import StoreError, StoreUnavailable
+from decider.stores.protocol import (
     ALL,
     AppendResult,
     ExpectedRevision,
@@ -69,7 +70,7 @@ from stores.protocol import (
     RecordedEvent,
     StreamAppend,
 )
-from stores.subscription import CatchUpSubscription, LogNotifier
+from decider.stores.subscription import CatchUpSubscription, LogNotifier
 
 _T = TypeVar("_T")
 _Connection = psycopg.Connection[TupleRow]
@@ -89,8 +90,10 @@ _PIPELINE = psycopg.Pipeline.is_supported()
 class PostgresEventStore:
     """An event store in one schema of a PostgreSQL database, safe for threads and processes.
 
-    Implements :class:`~stores.protocol.EventStore`, :class:`~stores.protocol.CheckpointStore`
-    and :class:`~stores.protocol.TransactionalStore`. Appends are atomic and serialised by an
+    Implements :class:`~decider.stores.protocol.EventStore`,
+    :class:`~decider.stores.protocol.CheckpointStore`
+    and :class:`~decider.stores.protocol.TransactionalStore`. Appends are atomic and serialised by
+    an
     advisory lock; positions strictly increase in commit order; ``synchronous_commit`` sets the
     durability of a commit (see the module docstring). ``conninfo`` is anything libpq accepts
     (``postgresql://user@host:5432/db?sslmode=require`` or ``host=... dbname=...``). Opening
@@ -165,7 +168,7 @@ class PostgresEventStore:
     ) -> AppendResult:
         """Append ``events`` atomically if the stream is at ``expected_revision``.
 
-        Raises :class:`~stores.errors.WrongExpectedVersion`, writing nothing, on a mismatch;
+        Raises :class:`~decider.stores.errors.WrongExpectedVersion`, writing nothing, on a mismatch;
         re-appending stored ids with the same expectation returns the stored result. The
         append is durable as ``synchronous_commit`` says once this returns.
         """

@@ -184,7 +184,7 @@ class EventStore(Protocol):
     ) -> AppendResult:
         """Append ``events`` atomically if the stream is at ``expected_revision``.
 
-        Raises :class:`~stores.errors.WrongExpectedVersion` on a mismatch, writing nothing.
+        Raises :class:`~decider.stores.errors.WrongExpectedVersion` on a mismatch, writing nothing.
         Re-appending events whose ids are already stored at the same place, with the same
         expected revision, succeeds and writes nothing (idempotent append); a partial overlap
         is a conflict.
@@ -239,7 +239,7 @@ class TransactionalStore(Protocol):
     ) -> list[AppendResult]:
         """Apply every append and the checkpoint atomically: all of them, or none.
 
-        Raises :class:`~stores.errors.WrongExpectedVersion` (naming the first stream that
+        Raises :class:`~decider.stores.errors.WrongExpectedVersion` (naming the first stream that
         failed its check) and writes nothing if any expected revision does not hold. Each
         append is idempotent as in :meth:`EventStore.append`.
         """

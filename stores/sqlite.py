@@ -18,7 +18,8 @@ WAL mode:
 
 Several processes. Every process opens its own :class:`SqliteEventStore` on the same file.
 Writers wait for each other (``busy_timeout``, 30 s by default) rather than fail; a wait longer
-than that raises :class:`~stores.errors.StoreUnavailable`. Appends from another process cannot
+than that raises :class:`~decider.stores.errors.StoreUnavailable`. Appends from another process
+cannot
 wake this process's subscriptions, so a waiting subscription checks the log's head every
 ``probe_interval`` seconds (50 ms by default, a microsecond-cheap query): in-process appends are
 delivered at once, other processes' appends within about ``probe_interval``.
@@ -37,11 +38,11 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from stores import _sqlite_sql as sql
-from stores._connections import ThreadConnections
-from stores._expectations import Stored, check_read_args, plan_append, validate_append
-from stores.errors import StoreError, StoreUnavailable
-from stores.protocol import (
+from decider.stores import _sqlite_sql as sql
+from decider.stores._connections import ThreadConnections
+from decider.stores._expectations import Stored, check_read_args, plan_append, validate_append
+from decider.stores.errors import StoreError, StoreUnavailable
+from decider.stores.protocol import (
     ALL,
     NO_STREAM,
     AppendResult,
@@ -51,7 +52,7 @@ from stores.protocol import (
     RecordedEvent,
     StreamAppend,
 )
-from stores.subscription import CatchUpSubscription, LogNotifier
+from decider.stores.subscription import CatchUpSubscription, LogNotifier
 
 _T = TypeVar("_T")
 _IDS_PER_QUERY = 500
@@ -63,8 +64,9 @@ SYNCHRONOUS_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
 class SqliteEventStore:
     """An event store in one SQLite file (or ``":memory:"``), safe for threads and processes.
 
-    Implements :class:`~stores.protocol.EventStore`, :class:`~stores.protocol.CheckpointStore`
-    and :class:`~stores.protocol.TransactionalStore`. Appends are atomic and serialised by
+    Implements :class:`~decider.stores.protocol.EventStore`,
+    :class:`~decider.stores.protocol.CheckpointStore`
+    and :class:`~decider.stores.protocol.TransactionalStore`. Appends are atomic and serialised by
     SQLite's write lock; positions strictly increase in commit order; ``synchronous`` sets the
     durability of a commit (see the module docstring). Each thread uses its own connection.
     ``":memory:"`` holds the log in this process only, behind one shared connection.
@@ -120,7 +122,7 @@ class SqliteEventStore:
     ) -> AppendResult:
         """Append ``events`` atomically if the stream is at ``expected_revision``.
 
-        Raises :class:`~stores.errors.WrongExpectedVersion`, writing nothing, on a mismatch;
+        Raises :class:`~decider.stores.errors.WrongExpectedVersion`, writing nothing, on a mismatch;
         re-appending stored ids with the same expectation returns the stored result. The
         append is durable as ``synchronous`` says once this returns.
         """

@@ -3,7 +3,7 @@
 A store hands :class:`CatchUpSubscription` three things: a function that reads a page of the
 global log after a position (already filtered), a function that returns the log's head (its last
 position), and a :class:`LogNotifier` that the store pokes after every commit. The subscription
-reads history page by page, yields one :class:`~stores.protocol.CaughtUp`, then waits on the
+reads history page by page, yields one :class:`~decider.stores.protocol.CaughtUp`, then waits on the
 notifier for live events. It never polls in a busy loop: an idle subscription sleeps on a
 ``threading.Condition``. Stores whose log can also grow from another process (SQLite on a shared
 file) pass ``probe_interval``: the waiting subscription then checks the head every so often, a
@@ -20,8 +20,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-from stores.errors import StoreError
-from stores.protocol import CaughtUp, RecordedEvent
+from decider.stores.errors import StoreError
+from decider.stores.protocol import CaughtUp, RecordedEvent
 
 ReadPage = Callable[[int | None, int], list[RecordedEvent]]
 """``read_page(after_position, limit)``: up to ``limit`` matching events after the position."""
@@ -79,7 +79,8 @@ class LogNotifier:
 
 
 class CatchUpSubscription:
-    """History after a position, then one :class:`~stores.protocol.CaughtUp`, then live events.
+    """History after a position, then one :class:`~decider.stores.protocol.CaughtUp`, then live
+    events.
 
     Guarantees: events come in log order, each once; ``CaughtUp`` comes exactly once, after
     every event that was in the log when the subscription reached the head; :meth:`stop` is safe

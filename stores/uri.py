@@ -3,13 +3,13 @@
 =========================================  ==============================================
 URI                                        store
 =========================================  ==============================================
-``memory://``                              :class:`stores.memory.MemoryEventStore`
-``sqlite:///relative/path.db``             :class:`stores.sqlite.SqliteEventStore`
+``memory://``                              :class:`decider.stores.memory.MemoryEventStore`
+``sqlite:///relative/path.db``             :class:`decider.stores.sqlite.SqliteEventStore`
 ``sqlite:////absolute/path.db``            (the path is what follows ``sqlite:///``)
 ``sqlite:///:memory:``                     an SQLite database in this process only
-``esdb://host:2113?Tls=false``             ``stores.esdb.EsdbEventStore`` (extra ``esdb``)
+``esdb://host:2113?Tls=false``             ``decider.stores.esdb.EsdbEventStore`` (extra ``esdb``)
 ``esdb+discover://...``                    the same, with cluster discovery
-``postgresql://user@host:5432/db``         :class:`stores.postgres.PostgresEventStore`
+``postgresql://user@host:5432/db``         :class:`decider.stores.postgres.PostgresEventStore`
 ``postgres://...``                         the same (extra ``postgres``)
 =========================================  ==============================================
 
@@ -23,7 +23,8 @@ libpq as it is (``connect_timeout``, ``sslmode``, ``application_name``, ...), e.
 ``postgresql://app@db:5432/events?schema=billing&connect_timeout=5``.
 
 Anything else (an unknown scheme, a missing path, a bad or unknown parameter) raises
-:class:`~stores.errors.UnsupportedStoreURI` naming the URI (without its password) and the reason.
+:class:`~decider.stores.errors.UnsupportedStoreURI` naming the URI (without its password) and the
+reason.
 """
 
 from __future__ import annotations
@@ -33,10 +34,10 @@ import urllib.parse
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from stores.errors import UnsupportedStoreURI
+from decider.stores.errors import UnsupportedStoreURI
 
 if TYPE_CHECKING:
-    from stores.protocol import EventStore
+    from decider.stores.protocol import EventStore
 
 _SQLITE_PARAMETERS = ("synchronous", "busy_timeout", "probe_interval")
 _POSTGRES_PARAMETERS = ("schema", "synchronous_commit")
@@ -65,7 +66,7 @@ def open_store(uri: str) -> EventStore:
 def _memory(uri: str, rest: str) -> EventStore:
     if rest:
         raise UnsupportedStoreURI(uri, "memory:// takes no host, path or parameters")
-    from stores.memory import MemoryEventStore
+    from decider.stores.memory import MemoryEventStore
 
     return MemoryEventStore()
 
@@ -94,7 +95,7 @@ def _sqlite(uri: str, rest: str) -> EventStore:
         if key in options:
             raise UnsupportedStoreURI(uri, f"parameter {key!r} given twice")
         options[key] = value
-    from stores.sqlite import SqliteEventStore
+    from decider.stores.sqlite import SqliteEventStore
 
     try:
         return SqliteEventStore(
@@ -117,7 +118,7 @@ def _seconds(options: dict[str, str], key: str, default: float) -> float:
 
 
 def _esdb(uri: str) -> EventStore:
-    module = _adapter(uri, "stores.esdb", "EventStoreDB", driver="esdbclient", extra="esdb")
+    module = _adapter(uri, "decider.stores.esdb", "EventStoreDB", driver="esdbclient", extra="esdb")
     store: EventStore = module.EsdbEventStore(uri)
     return store
 
@@ -151,7 +152,9 @@ def _postgres(uri: str) -> EventStore:
             raise UnsupportedStoreURI(shown, f"parameter {key!r} given twice")
         options[key] = urllib.parse.unquote(raw_value)
     conninfo = base + ("?" + "&".join(passed) if passed else "")
-    module = _adapter(shown, "stores.postgres", "PostgreSQL", driver="psycopg", extra="postgres")
+    module = _adapter(
+        shown, "decider.stores.postgres", "PostgreSQL", driver="psycopg", extra="postgres"
+    )
     try:
         store: EventStore = module.PostgresEventStore(
             conninfo,

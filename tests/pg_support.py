@@ -2,7 +2,7 @@
 
 The server is ``PG_URI`` (default ``postgresql://postgres@127.0.0.1:5432/test``; ``make test``
 starts a local one through ``.ci/ensure-postgres``). A test that needs it and cannot reach it
-fails with :class:`~stores.errors.StoreUnavailable`: it is never skipped.
+fails with :class:`~decider.stores.errors.StoreUnavailable`: it is never skipped.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from stores.postgres import PostgresEventStore
+from decider.stores.postgres import PostgresEventStore
 
 PG_URI = os.environ.get("PG_URI", "postgresql://postgres@127.0.0.1:5432/test")
 """The PostgreSQL server and database the tests use."""

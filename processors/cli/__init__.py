@@ -19,14 +19,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.metadata
 import logging
 import os
 import sys
 from collections.abc import Iterator, Sequence
 
-from processors.app import App
-from processors.base import LOGGER
-from processors.cli.loading import (
+from decider.processors.app import App
+from decider.processors.base import LOGGER
+from decider.processors.cli.loading import (
     APP_ENV,
     STORE_ENV,
     CliError,
@@ -35,15 +36,18 @@ from processors.cli.loading import (
     open_uri,
     store_uri,
 )
-from processors.cli.running import LOG_FORMAT, EarlySignals, run_service
-from processors.cli.views import instance_lines, parked_lines, status_lines
-from processors.errors import NotParked
-from processors.queries import list_parked, retry_parked, show, status
-from processors.service import Service
-from stores.errors import StoreError
-from stores.protocol import EventStore
+from decider.processors.cli.running import LOG_FORMAT, EarlySignals, run_service
+from decider.processors.cli.views import instance_lines, parked_lines, status_lines
+from decider.processors.errors import NotParked
+from decider.processors.queries import list_parked, retry_parked, show, status
+from decider.processors.service import Service
+from decider.stores.errors import StoreError
+from decider.stores.protocol import EventStore
 
 __all__ = ["CliError", "UsageError", "build_parser", "main"]
+
+DISTRIBUTION = "decider-workflows"
+"""The name this project is installed under (``pip install decider-workflows``)."""
 
 LOG_LEVEL_ENV = "DECIDER_LOG_LEVEL"
 """The environment variable that gives ``decider run``'s log level when ``--log-level`` is not
@@ -67,6 +71,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
+def package_version() -> str:
+    """The installed distribution's version, or ``unknown`` when run from a bare checkout."""
+    try:
+        return importlib.metadata.version(DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
 def _error(text: str) -> None:
     print(f"decider: error: {text}", file=sys.stderr)
 
@@ -76,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="decider", description="Run decider workflows as a service, and inspect them."
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     commands = parser.add_subparsers(title="commands", required=True, metavar="COMMAND")
     store_help = f"event store URI, e.g. sqlite:///events.db (default: ${STORE_ENV})"
     app_help = f"the App as module:attribute (default: ${APP_ENV})"

@@ -1,5 +1,5 @@
-"""``python -m processors.cli``: the ``decider`` command line."""
+"""``python -m decider.processors.cli``: the ``decider`` command line."""
 
-from processors.cli import main
+from decider.processors.cli import main
 
 raise SystemExit(main())

@@ -14,10 +14,10 @@ import urllib.parse
 from pathlib import Path
 from types import ModuleType
 
-from processors.app import App
-from stores.errors import StoreError
-from stores.protocol import EventStore
-from stores.uri import open_store
+from decider.processors.app import App
+from decider.stores.errors import StoreError
+from decider.stores.protocol import EventStore
+from decider.stores.uri import open_store
 
 STORE_ENV = "DECIDER_STORE"
 """The environment variable that gives the store URI when ``--store`` is not given."""

@@ -15,8 +15,8 @@ import threading
 from types import FrameType
 from typing import Any
 
-from processors.base import Processor
-from processors.service import Service
+from decider.processors.base import Processor
+from decider.processors.service import Service
 
 COUNTERS = ("handled", "conflicts", "carried_out", "parked", "fired")
 """The processor counters the progress line shows, where a processor has them."""

@@ -7,8 +7,8 @@ from collections import Counter
 from datetime import datetime, timedelta
 
 from decider import Lifecycle, Metadata
-from processors.app import App
-from processors.queries import InstanceStatus, InstanceView, ParkedCommand
+from decider.processors.app import App
+from decider.processors.queries import InstanceStatus, InstanceView, ParkedCommand
 
 _CLOSE = timedelta(seconds=1)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 
 from decider import Metadata
-from processors import App, RetryPolicy, by_correlation
+from decider.processors import App, RetryPolicy, by_correlation
 from samples.traffic_fine.messages import (
     GenerateTrafficFineManualIdentificationCode,
     GenerateTrafficFineSystemNumber,

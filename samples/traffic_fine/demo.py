@@ -26,8 +26,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from decider import Lifecycle
-from processors import list_parked, show, status
-from processors.cli.views import instance_lines
+from decider.processors import list_parked, show, status
+from decider.processors.cli.views import instance_lines
+from decider.stores.sqlite import SqliteEventStore
 from samples.traffic_fine.app import ISSUED_STREAM, REPORTS_STREAM, app
 from samples.traffic_fine.messages import (
     Offense,
@@ -35,7 +36,6 @@ from samples.traffic_fine.messages import (
     PoliceReportPublished,
     SpeedingViolation,
 )
-from stores.sqlite import SqliteEventStore
 
 APP_SPEC = "samples.traffic_fine:app"
 """The app as the command line names it."""
@@ -75,11 +75,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def decider_command() -> list[str]:
     """How to start the ``decider`` command: the console script beside this Python, else
-    ``python -m processors.cli`` (the same entry point)."""
+    ``python -m decider.processors.cli`` (the same entry point)."""
     script = Path(sys.executable).with_name("decider")
     if script.exists():
         return [str(script)]
-    return [sys.executable, "-m", "processors.cli"]
+    return [sys.executable, "-m", "decider.processors.cli"]
 
 
 def reports(count: int, seed: int) -> list[PoliceReportPublished]:

@@ -1,4 +1,4 @@
-"""The contract suite's parts (see :mod:`stores.contract`, the one public entry point)."""
+"""The contract suite's parts (see :mod:`decider.stores.contract`, the one public entry point)."""
 
 import sys
 
@@ -8,9 +8,9 @@ if "pytest" in sys.modules:
     import pytest
 
     pytest.register_assert_rewrite(
-        "stores._contract.extras",
-        "stores._contract.log",
-        "stores._contract.stateful",
-        "stores._contract.streams",
-        "stores._contract.support",
+        "decider.stores._contract.extras",
+        "decider.stores._contract.log",
+        "decider.stores._contract.stateful",
+        "decider.stores._contract.streams",
+        "decider.stores._contract.support",
     )

@@ -9,9 +9,9 @@ from collections import Counter
 
 import pytest
 
-from stores._contract.support import Scope, ids_of, new_events, run_threads
-from stores.errors import WrongExpectedVersion
-from stores.protocol import (
+from decider.stores._contract.support import Scope, ids_of, new_events, run_threads
+from decider.stores.errors import WrongExpectedVersion
+from decider.stores.protocol import (
     ANY,
     EXISTS,
     NO_STREAM,

@@ -6,7 +6,7 @@ import itertools
 import threading
 import time
 
-from stores._contract.support import (
+from decider.stores._contract.support import (
     DEFAULT_TIMEOUT,
     Scope,
     ids_of,
@@ -15,7 +15,7 @@ from stores._contract.support import (
     take,
     wait_until,
 )
-from stores.protocol import ALL, ANY, NO_STREAM, CaughtUp, RecordedEvent
+from decider.stores.protocol import ALL, ANY, NO_STREAM, CaughtUp, RecordedEvent
 
 
 def _events(items: list[RecordedEvent | CaughtUp]) -> list[RecordedEvent]:

@@ -12,10 +12,10 @@ from functools import partial
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from stores._contract.support import Scope, new_events, open_scope
-from stores.errors import WrongExpectedVersion
-from stores.memory import MemoryEventStore
-from stores.protocol import (
+from decider.stores._contract.support import Scope, new_events, open_scope
+from decider.stores.errors import WrongExpectedVersion
+from decider.stores.memory import MemoryEventStore
+from decider.stores.protocol import (
     ANY,
     EXISTS,
     NO_STREAM,

@@ -6,9 +6,9 @@ from datetime import timedelta
 
 import pytest
 
-from stores._contract.support import Scope, ids_of, new_events
-from stores.errors import WrongExpectedVersion
-from stores.protocol import ANY, EXISTS, NO_STREAM, ExpectedRevision, NewEvent
+from decider.stores._contract.support import Scope, ids_of, new_events
+from decider.stores.errors import WrongExpectedVersion
+from decider.stores.protocol import ANY, EXISTS, NO_STREAM, ExpectedRevision, NewEvent
 
 
 class StreamContract:

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 
 import attrs
 
-from stores.protocol import (
+from decider.stores.protocol import (
     NO_STREAM,
     CaughtUp,
     EventStore,

@@ -8,10 +8,11 @@
 Modules: ``log`` (the engine and EventStoreDB's write rules), ``reads`` (reads and catch-up
 subscriptions), ``streams_service`` (the Streams servicer), ``services`` (Gossip,
 PersistentSubscriptions), ``wire`` (protobuf shapes and error texts), ``persistence`` (the
-optional file), ``server`` (:class:`EsdbTestServer`). Run ``python -m stores.esdb_testserver``
+optional file), ``server`` (:class:`EsdbTestServer`). Run ``python -m
+decider.stores.esdb_testserver``
 to serve until interrupted.
 """
 
-from stores.esdb_testserver.server import EsdbTestServer
+from decider.stores.esdb_testserver.server import EsdbTestServer
 
 __all__ = ["EsdbTestServer"]

@@ -1,4 +1,5 @@
-"""``python -m stores.esdb_testserver --port 2113 [--file path]``: serve until SIGINT/SIGTERM."""
+"""``python -m decider.stores.esdb_testserver --port 2113 [--file path]``: serve until
+SIGINT/SIGTERM."""
 
 from __future__ import annotations
 
@@ -7,13 +8,13 @@ import signal
 import threading
 from types import FrameType
 
-from stores.esdb_testserver.server import EsdbTestServer
+from decider.stores.esdb_testserver.server import EsdbTestServer
 
 
 def main(argv: list[str] | None = None) -> None:
     """Run the test server in the foreground; a signal stops it cleanly."""
     parser = argparse.ArgumentParser(
-        prog="python -m stores.esdb_testserver",
+        prog="python -m decider.stores.esdb_testserver",
         description="EventStoreDB-compatible gRPC test server (insecure, single node).",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")

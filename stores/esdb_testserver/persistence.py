@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
-from stores.esdb_testserver.log import Record
+from decider.stores.esdb_testserver.log import Record
 
 
 def encode(record: Record) -> str:

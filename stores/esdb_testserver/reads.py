@@ -17,9 +17,9 @@ from typing import Any
 
 import grpc
 
-from stores.esdb_testserver import wire
-from stores.esdb_testserver.log import EventLog, Record
-from stores.esdb_testserver.wire import Context
+from decider.stores.esdb_testserver import wire
+from decider.stores.esdb_testserver.log import EventLog, Record
+from decider.stores.esdb_testserver.wire import Context
 
 _PAGE = 512
 _SAFETY_WAKE_SECONDS = 5.0  # a missed wake-up costs at most this; normal wakes are immediate

@@ -1,5 +1,6 @@
 """The test server itself: a gRPC server with the Streams, Gossip and PersistentSubscriptions
-services over one in-memory :class:`~stores.esdb_testserver.log.EventLog`, optionally kept in a
+services over one in-memory :class:`~decider.stores.esdb_testserver.log.EventLog`, optionally kept
+in a
 file."""
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ from typing import Self
 import grpc
 from esdbclient.protos.Grpc import gossip_pb2_grpc, persistent_pb2_grpc, streams_pb2_grpc
 
-from stores.esdb_testserver.log import EventLog
-from stores.esdb_testserver.persistence import LogFile
-from stores.esdb_testserver.services import GossipServicer, PersistentSubscriptionsServicer
-from stores.esdb_testserver.streams_service import StreamsServicer
+from decider.stores.esdb_testserver.log import EventLog
+from decider.stores.esdb_testserver.persistence import LogFile
+from decider.stores.esdb_testserver.services import GossipServicer, PersistentSubscriptionsServicer
+from decider.stores.esdb_testserver.streams_service import StreamsServicer
 
 _MESSAGE_LIMIT = 17 * 1024 * 1024  # what esdbclient allows; bigger appends get ESDB's own error
 

@@ -20,7 +20,7 @@ from esdbclient.protos.Grpc import (
     shared_pb2,
 )
 
-from stores.esdb_testserver.wire import Context
+from decider.stores.esdb_testserver.wire import Context
 
 _NOT_EMULATED = "persistent subscriptions are not emulated by the decider EventStoreDB test server"
 

@@ -1,5 +1,6 @@
 """The ``event_store.client.streams.Streams`` servicer: Read, Append, BatchAppend, Delete,
-Tombstone, translating between protobuf and :class:`~stores.esdb_testserver.log.EventLog`."""
+Tombstone, translating between protobuf and
+:class:`~decider.stores.esdb_testserver.log.EventLog`."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ import grpc
 from esdbclient.protos.Grpc import shared_pb2, streams_pb2, streams_pb2_grpc
 from google.protobuf import empty_pb2
 
-from stores.esdb_testserver import reads, wire
-from stores.esdb_testserver.log import (
+from decider.stores.esdb_testserver import reads, wire
+from decider.stores.esdb_testserver.log import (
     Deleted,
     EventLog,
     Expired,
@@ -21,7 +22,7 @@ from stores.esdb_testserver.log import (
     WriteResult,
     WrongVersion,
 )
-from stores.esdb_testserver.wire import Context
+from decider.stores.esdb_testserver.wire import Context
 
 _MAX_DURATION_SECONDS = 315576000000
 

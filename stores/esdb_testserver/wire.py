@@ -14,7 +14,7 @@ import grpc
 from esdbclient.protos.Grpc import shared_pb2, status_pb2, streams_pb2
 from google.protobuf import any_pb2, empty_pb2
 
-from stores.esdb_testserver.log import ANY, NO_STREAM, STREAM_EXISTS, Record, WrongVersion
+from decider.stores.esdb_testserver.log import ANY, NO_STREAM, STREAM_EXISTS, Record, WrongVersion
 
 _ReadResp: Any = streams_pb2.ReadResp
 _ReadEvent: Any = streams_pb2.ReadResp.ReadEvent

@@ -28,7 +28,7 @@ from benchmarks.harness import (  # noqa: E402
     format_table,
 )
 from benchmarks.runner import run, to_json  # noqa: E402
-from stores.postgres import PostgresEventStore  # noqa: E402
+from decider.stores.postgres import PostgresEventStore  # noqa: E402
 
 EXPECTED_KEYS = {
     "core_overhead",

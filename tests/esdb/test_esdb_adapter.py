@@ -12,22 +12,22 @@ import pytest
 from esdbclient import EventStoreDBClient
 from esdbclient import exceptions as esdb_errors
 
-from stores.errors import (
+from decider.stores.errors import (
     StoreError,
     StoreUnavailable,
     StreamDeleted,
     UnsupportedStoreURI,
     WrongExpectedVersion,
 )
-from stores.esdb import (
+from decider.stores.esdb import (
     CHECKPOINT_EVENT_TYPE,
     CHECKPOINT_STREAM_PREFIX,
     EsdbEventStore,
     map_error,
     server_filter,
 )
-from stores.esdb_testserver import EsdbTestServer
-from stores.protocol import ALL, ANY, EXISTS, NO_STREAM, CaughtUp, Filter, NewEvent
+from decider.stores.esdb_testserver import EsdbTestServer
+from decider.stores.protocol import ALL, ANY, EXISTS, NO_STREAM, CaughtUp, Filter, NewEvent
 
 
 @pytest.fixture

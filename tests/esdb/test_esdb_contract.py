@@ -4,8 +4,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from stores.contract import EventStoreContract
-from stores.esdb import EsdbEventStore
+from decider.stores.contract import EventStoreContract
+from decider.stores.esdb import EsdbEventStore
 
 
 class TestEsdbStore(EventStoreContract):

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 from esdbclient import EventStoreDBClient
 
-from stores.esdb_testserver import EsdbTestServer
+from decider.stores.esdb_testserver import EsdbTestServer
 
 # pytest 9 collects every conftest.py for doctests under the module name "conftest"; two of
 # them in non-package directories clash, so this one is left out of collection (its fixtures

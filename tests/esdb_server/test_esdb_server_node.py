@@ -15,7 +15,7 @@ from esdb_server_helpers import events, wait_until
 from esdbclient import EventStoreDBClient, StreamState
 from esdbclient.exceptions import GrpcError
 
-from stores.esdb_testserver import EsdbTestServer
+from decider.stores.esdb_testserver import EsdbTestServer
 
 
 def test_gossip_reports_one_leader(esdb_server: EsdbTestServer) -> None:
@@ -86,7 +86,7 @@ def test_command_line_serves_until_sigterm(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "stores.esdb_testserver",
+            "decider.stores.esdb_testserver",
             "--port",
             str(port),
             "--file",

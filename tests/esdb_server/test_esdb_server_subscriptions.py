@@ -10,7 +10,7 @@ from esdbclient import EventStoreDBClient, StreamState
 from esdbclient.events import CaughtUp, Checkpoint, RecordedEvent
 from esdbclient.exceptions import DeadlineExceeded, StreamIsDeleted
 
-from stores.esdb_testserver import EsdbTestServer
+from decider.stores.esdb_testserver import EsdbTestServer
 
 
 def test_subscribe_to_all_catches_up_then_goes_live(

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from stores.memory import MemoryEventStore
-from stores.protocol import EventStore
-from stores.sqlite import SqliteEventStore
+from decider.stores.memory import MemoryEventStore
+from decider.stores.protocol import EventStore
+from decider.stores.sqlite import SqliteEventStore
 
 STORES = ["memory", "sqlite", "esdb", "postgres"]
 _names = itertools.count()
@@ -33,7 +33,7 @@ def open_store(kind: str, tmp_path: Path) -> tuple[EventStore, list[Callable[[],
     if kind == "postgres":
         import psycopg
 
-        from stores.postgres import PostgresEventStore
+        from decider.stores.postgres import PostgresEventStore
         from tests.pg_support import PG_URI, drop_schema, new_schema_name
 
         schema = new_schema_name()
@@ -44,8 +44,8 @@ def open_store(kind: str, tmp_path: Path) -> tuple[EventStore, list[Callable[[],
                 drop_schema(schema)
             raise
         return store, [store.close, lambda: drop_schema(schema)]
-    from stores.esdb import EsdbEventStore
-    from stores.esdb_testserver import EsdbTestServer
+    from decider.stores.esdb import EsdbEventStore
+    from decider.stores.esdb_testserver import EsdbTestServer
 
     server = EsdbTestServer().start()
     store = EsdbEventStore(server.uri)

@@ -33,8 +33,8 @@ from decider import (
     WorkflowEvent,
     message,
 )
-from processors import App, CommandFailed, by_correlation
-from stores.protocol import EventStore, Filter, RecordedEvent
+from decider.processors import App, CommandFailed, by_correlation
+from decider.stores.protocol import EventStore, Filter, RecordedEvent
 
 # -- Tally ------------------------------------------------------------------------------
 

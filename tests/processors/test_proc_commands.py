@@ -23,7 +23,7 @@ from proc_support import (
 from returns.result import Failure, Success
 
 from decider import Lifecycle, Metadata, Workflow, event_id
-from processors import (
+from decider.processors import (
     App,
     FakeClock,
     HandlerFailure,
@@ -35,9 +35,9 @@ from processors import (
     retry_parked,
     show,
 )
-from stores.errors import StoreUnavailable
-from stores.memory import MemoryEventStore
-from stores.protocol import NO_STREAM, EventStore, NewEvent
+from decider.stores.errors import StoreUnavailable
+from decider.stores.memory import MemoryEventStore
+from decider.stores.protocol import NO_STREAM, EventStore, NewEvent
 
 FAST = RetryPolicy(max_attempts=3, initial_delay=0.001, max_delay=0.002)
 

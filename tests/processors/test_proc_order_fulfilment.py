@@ -7,7 +7,8 @@ from typing import Any
 from proc_support import counts, types
 
 from decider import Lifecycle
-from processors import App, FakeClock, Service, by_correlation, show
+from decider.processors import App, FakeClock, Service, by_correlation, show
+from decider.stores.protocol import EventStore
 from samples.order_fulfilment.messages import (
     ChargePayment,
     OrderCancelled,
@@ -25,7 +26,6 @@ from samples.order_fulfilment.messages import (
     StockReserved,
 )
 from samples.order_fulfilment.workflow import PAYMENT_DEADLINE, PAYMENT_TIMED_OUT, workflow
-from stores.protocol import EventStore
 
 
 def order_app(name: str) -> App:

@@ -12,7 +12,7 @@ import pytest
 from proc_support import Added, Closed, DoWork, JobRequested, job, tally, tally_app
 
 from decider import Lifecycle
-from processors import (
+from decider.processors import (
     App,
     AppDefinitionError,
     FakeClock,
@@ -22,9 +22,9 @@ from processors import (
     SystemClock,
     status,
 )
-from processors.app import failed_stream, failed_stream_workflow
+from decider.processors.app import failed_stream, failed_stream_workflow
+from decider.stores.memory import MemoryEventStore
 from samples.traffic_fine.app import make_app
-from stores.memory import MemoryEventStore
 
 # -- clocks -----------------------------------------------------------------------------
 

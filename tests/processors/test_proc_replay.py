@@ -19,7 +19,7 @@ from proc_support import DoWork, JobRequested, WorkDone, counts, job, job_app
 from test_proc_commands import FAST, completed
 
 from decider import Metadata, event_id
-from processors import (
+from decider.processors import (
     App,
     CommandParked,
     NotParked,
@@ -28,8 +28,8 @@ from processors import (
     list_parked,
     retry_parked,
 )
-from stores.errors import StoreUnavailable
-from stores.protocol import (
+from decider.stores.errors import StoreUnavailable
+from decider.stores.protocol import (
     ALL,
     ANY,
     NO_STREAM,

@@ -9,10 +9,10 @@ from typing import Any
 
 from proc_support import RemindMe, counts, reminder, reminder_app
 
-from processors import FakeClock, Service
-from processors.timer_processor import TimerProcessor
-from stores.errors import StoreUnavailable
-from stores.protocol import ALL, NO_STREAM, EventStore, Filter, NewEvent, StreamAppend
+from decider.processors import FakeClock, Service
+from decider.processors.timer_processor import TimerProcessor
+from decider.stores.errors import StoreUnavailable
+from decider.stores.protocol import ALL, NO_STREAM, EventStore, Filter, NewEvent, StreamAppend
 
 
 def _fail_once(store: EventStore, touches: Callable[[str], bool]) -> list[str]:

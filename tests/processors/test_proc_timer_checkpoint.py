@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from proc_support import RemindMe, counts, reminder, reminder_app
 
-from processors import FakeClock, Service
-from processors.timer_processor import TimerProcessor
-from stores.protocol import EventStore
+from decider.processors import FakeClock, Service
+from decider.processors.timer_processor import TimerProcessor
+from decider.stores.protocol import EventStore
 
 QUICK = 150
 """Enough timers fired behind a pending one for the processor to drop its fired positions."""

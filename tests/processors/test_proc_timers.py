@@ -7,9 +7,9 @@ from datetime import timedelta
 from proc_support import RemindMe, counts, reminder, reminder_app, types
 
 from decider import Lifecycle, event_id
-from processors import App, FakeClock, Service, show
-from processors.timer_processor import TimerProcessor
-from stores.protocol import NO_STREAM, EventStore, NewEvent
+from decider.processors import App, FakeClock, Service, show
+from decider.processors.timer_processor import TimerProcessor
+from decider.stores.protocol import NO_STREAM, EventStore, NewEvent
 
 STREAM = reminder.stream("r")
 

@@ -9,8 +9,10 @@ from typing import Any
 from proc_support import counts, events, types
 
 from decider import Lifecycle
-from processors import Service, show, status
-from processors.workflow_processor import WorkflowProcessor
+from decider.processors import Service, show, status
+from decider.processors.workflow_processor import WorkflowProcessor
+from decider.stores.memory import MemoryEventStore
+from decider.stores.protocol import EventStore, TransactionalStore
 from samples.traffic_fine.app import ISSUED_STREAM, REPORTS_STREAM, make_app
 from samples.traffic_fine.messages import (
     IssueTrafficFine,
@@ -19,8 +21,6 @@ from samples.traffic_fine.messages import (
     SpeedingViolation,
 )
 from samples.traffic_fine.workflow import workflow
-from stores.memory import MemoryEventStore
-from stores.protocol import EventStore, TransactionalStore
 
 SPEEDING_HISTORY = [
     "Began",

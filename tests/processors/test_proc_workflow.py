@@ -7,10 +7,17 @@ from typing import Any
 from proc_support import Added, Closed, tally, tally_app, types
 
 from decider import Lifecycle, Metadata, Received, event_id
-from processors import InputSkipped, Service, show
-from processors.app import App
-from processors.workflow_processor import WorkflowProcessor
-from stores.protocol import ANY, NO_STREAM, EventStore, NewEvent, StreamAppend, TransactionalStore
+from decider.processors import InputSkipped, Service, show
+from decider.processors.app import App
+from decider.processors.workflow_processor import WorkflowProcessor
+from decider.stores.protocol import (
+    ANY,
+    NO_STREAM,
+    EventStore,
+    NewEvent,
+    StreamAppend,
+    TransactionalStore,
+)
 
 
 def skipped(store: EventStore, app: App) -> list[Any]:

@@ -37,7 +37,7 @@ from decider import (
     WorkflowEvent,
     message,
 )
-from processors import App, CommandFailed, RetryPolicy, by_correlation
+from decider.processors import App, CommandFailed, RetryPolicy, by_correlation
 from samples.traffic_fine.app import (
     generate_manual_identification_code,
     generate_system_number,

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from decider import Lifecycle
-from processors import App, status
-from stores.protocol import EventStore, RecordedEvent
+from decider.processors import App, status
+from decider.stores.protocol import EventStore, RecordedEvent
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -23,7 +23,7 @@ ROOT = HERE.parents[1]
 def decider_command() -> list[str]:
     """The console script beside this Python (what users run), else ``python -m``."""
     script = Path(sys.executable).with_name("decider")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "processors.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "decider.processors.cli"]
 
 
 def service_env(effects_db: Path | None = None, handler_delay: float = 0.0) -> dict[str, str]:

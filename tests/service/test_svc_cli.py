@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 from svc_support import ROOT, ServiceProcess, completed, decider_command, service_env, wait_until
 
-from processors import Service
-from processors.cli import main
-from processors.cli.running import EarlySignals
+from decider.processors import Service
+from decider.processors.cli import main
+from decider.processors.cli.running import EarlySignals
+from decider.stores.sqlite import SqliteEventStore
 from samples.traffic_fine.app import REPORTS_STREAM, app
 from samples.traffic_fine.demo import reports
 from samples.traffic_fine.messages import SpeedingViolation
-from stores.sqlite import SqliteEventStore
 
 APP = "samples.traffic_fine:app"
 WORKFLOW = "IssueTrafficFineForSpeedingViolation"
@@ -182,7 +182,7 @@ def test_run_stops_on_signals_and_resumes_from_its_checkpoints(db: Path) -> None
 
 def test_the_package_runs_with_python_dash_m() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "processors.cli", "--help"],
+        [sys.executable, "-m", "decider.processors.cli", "--help"],
         check=False,
         capture_output=True,
         text=True,

@@ -27,12 +27,12 @@ from svc_support import (
     wait_until,
 )
 
+from decider.stores.postgres import PostgresEventStore
+from decider.stores.protocol import EventStore
+from decider.stores.sqlite import SqliteEventStore
 from samples.traffic_fine.app import REPORTS_STREAM
 from samples.traffic_fine.demo import reports
 from samples.traffic_fine.messages import SpeedingViolation
-from stores.postgres import PostgresEventStore
-from stores.protocol import EventStore
-from stores.sqlite import SqliteEventStore
 from tests.pg_support import PG_URI, fresh_schema
 
 APP = "svc_apps:fines_app"

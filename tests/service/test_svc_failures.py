@@ -26,9 +26,9 @@ from svc_apps import (
 )
 from svc_support import ServiceProcess, completed, instance_streams, service_env, wait_until
 
-from processors import list_parked
-from processors.cli import main
-from stores.sqlite import SqliteEventStore
+from decider.processors import list_parked
+from decider.processors.cli import main
+from decider.stores.sqlite import SqliteEventStore
 
 APP = "svc_apps:chores_app"
 

@@ -15,7 +15,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from stores.protocol import EventStore
+from decider.stores.protocol import EventStore
 
 WORKER = Path(__file__).with_name("store_worker.py")
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,7 +15,7 @@ import sys
 import threading
 import uuid
 
-from stores import NO_STREAM, ExpectedRevision, NewEvent, WrongExpectedVersion, open_store
+from decider.stores import NO_STREAM, ExpectedRevision, NewEvent, WrongExpectedVersion, open_store
 
 
 def main(uri: str, name: str, count: int) -> None:

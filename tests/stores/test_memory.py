@@ -1,7 +1,7 @@
 """The in-memory reference store passes the shared contract."""
 
-from stores.contract import EventStoreContract
-from stores.memory import MemoryEventStore
+from decider.stores.contract import EventStoreContract
+from decider.stores.memory import MemoryEventStore
 
 
 class TestMemoryStore(EventStoreContract):

@@ -11,10 +11,10 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from stores import ANY, NO_STREAM, CaughtUp, RecordedEvent, StoreError, StoreUnavailable
-from stores import _postgres_sql as pgsql
-from stores.contract import EventStoreContract, new_events, take, wait_until
-from stores.postgres import PostgresEventStore
+from decider.stores import ANY, NO_STREAM, CaughtUp, RecordedEvent, StoreError, StoreUnavailable
+from decider.stores import _postgres_sql as pgsql
+from decider.stores.contract import EventStoreContract, new_events, take, wait_until
+from decider.stores.postgres import PostgresEventStore
 from tests.pg_support import PG_URI, fresh_schema, fresh_store, store_fixture
 
 

@@ -7,9 +7,9 @@ from collections.abc import Iterator
 import pytest
 from process_support import check_two_writers, finish, go, start_worker
 
-from stores import ANY, CaughtUp, RecordedEvent
-from stores.contract import new_events, take
-from stores.postgres import PostgresEventStore
+from decider.stores import ANY, CaughtUp, RecordedEvent
+from decider.stores.contract import new_events, take
+from decider.stores.postgres import PostgresEventStore
 from tests.pg_support import PG_URI, fresh_store
 
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from stores import ANY, NO_STREAM, StoreError, StoreUnavailable, StreamAppend
-from stores.contract import EventStoreContract, new_events
-from stores.sqlite import SqliteEventStore
+from decider.stores import ANY, NO_STREAM, StoreError, StoreUnavailable, StreamAppend
+from decider.stores.contract import EventStoreContract, new_events
+from decider.stores.sqlite import SqliteEventStore
 
 
 class TestSqliteStore(EventStoreContract):

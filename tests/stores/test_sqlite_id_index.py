@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from stores import ANY, EXISTS, AppendResult, ExpectedRevision, WrongExpectedVersion
-from stores import _sqlite_sql as sql
-from stores.contract import new_events
-from stores.sqlite import SqliteEventStore
+from decider.stores import ANY, EXISTS, AppendResult, ExpectedRevision, WrongExpectedVersion
+from decider.stores import _sqlite_sql as sql
+from decider.stores.contract import new_events
+from decider.stores.sqlite import SqliteEventStore
 
 
 def _indexes(path: Path) -> set[str]:

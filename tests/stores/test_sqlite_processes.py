@@ -7,9 +7,9 @@ from pathlib import Path
 
 from process_support import check_two_writers, finish, go, start_worker
 
-from stores import ANY, CaughtUp, RecordedEvent
-from stores.contract import new_events, take
-from stores.sqlite import SqliteEventStore
+from decider.stores import ANY, CaughtUp, RecordedEvent
+from decider.stores.contract import new_events, take
+from decider.stores.sqlite import SqliteEventStore
 
 
 def _uri(db: Path) -> str:

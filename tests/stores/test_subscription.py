@@ -9,10 +9,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from stores import ALL, ANY, CaughtUp, Filter, RecordedEvent, StoreError
-from stores.contract import new_events, take
-from stores.memory import MemoryEventStore
-from stores.subscription import CatchUpSubscription, LogNotifier
+from decider.stores import ALL, ANY, CaughtUp, Filter, RecordedEvent, StoreError
+from decider.stores.contract import new_events, take
+from decider.stores.memory import MemoryEventStore
+from decider.stores.subscription import CatchUpSubscription, LogNotifier
 
 
 def _subscription(
