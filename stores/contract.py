@@ -47,6 +47,7 @@ from decider.stores._contract.extras import (
     TransactionContract,
 )
 from decider.stores._contract.log import LogContract
+from decider.stores._contract.names import NameContract
 from decider.stores._contract.stateful import comparison_machine
 from decider.stores._contract.streams import StreamContract
 from decider.stores._contract.support import (
@@ -76,6 +77,7 @@ class EventStoreContract(
     CheckpointContract,
     TransactionContract,
     ConcurrencyContract,
+    NameContract,
 ):
     """The shared store suite; a store passes it by a one-line subclass named ``Test...``.
 

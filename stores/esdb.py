@@ -32,7 +32,7 @@ import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
 
 import esdbclient
 import esdbclient.exceptions as esdb_errors
@@ -46,6 +46,7 @@ from decider.stores.errors import (
     UnsupportedStoreURI,
     WrongExpectedVersion,
 )
+from decider.stores.names import CHECKPOINT, DEFAULT, NameRules
 from decider.stores.protocol import (
     ALL,
     ANY,
@@ -259,6 +260,10 @@ class EsdbEventStore:
     same expectation succeeds without writing (EventStoreDB's idempotency).
     """
 
+    name_rules: ClassVar[NameRules] = DEFAULT
+    """The names this store holds (:mod:`decider.stores.names`); others raise
+    :class:`~decider.stores.errors.InvalidName` before anything is written or read."""
+
     def __init__(self, uri: str) -> None:
         try:
             self._client = EventStoreDBClient(uri)
@@ -280,6 +285,7 @@ class EsdbEventStore:
         :class:`~decider.stores.errors.StreamDeleted` for a tombstoned stream.
         """
         validate_append(len(events), expected_revision)
+        self.name_rules.check_append(stream, events)
         self._check_open()
         current: int | StreamState = (
             expected_revision if isinstance(expected_revision, int) else _STATES[expected_revision]
@@ -327,6 +333,7 @@ class EsdbEventStore:
         """The stream's events from ``from_revision`` on, forwards; ``[]`` for a missing
         (or soft-deleted) stream; :class:`~decider.stores.errors.StreamDeleted` if tombstoned."""
         check_read_args(from_revision, limit)
+        self.name_rules.check_stream(stream)
         self._check_open()
         if limit == 0:
             return []
@@ -385,6 +392,7 @@ class EsdbEventStore:
 
     def load_checkpoint(self, name: str) -> int | None:
         """The last position saved for processor ``name``, or ``None``."""
+        self.name_rules.check(CHECKPOINT, name)
         self._check_open()
         stream = CHECKPOINT_STREAM_PREFIX + name
         try:
@@ -408,6 +416,7 @@ class EsdbEventStore:
         Raises :class:`~decider.stores.errors.WrongExpectedVersion` if another writer moved the
         checkpoint since this store last read or wrote it (two processors with one name).
         """
+        self.name_rules.check(CHECKPOINT, name)
         self._check_open()
         stream = CHECKPOINT_STREAM_PREFIX + name
         with self._lock:

@@ -36,12 +36,13 @@ import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from decider.stores import _sqlite_sql as sql
 from decider.stores._connections import ThreadConnections
 from decider.stores._expectations import Stored, check_read_args, plan_append, validate_append
 from decider.stores.errors import StoreError, StoreUnavailable
+from decider.stores.names import CHECKPOINT, DEFAULT, NameRules
 from decider.stores.protocol import (
     ALL,
     NO_STREAM,
@@ -71,6 +72,10 @@ class SqliteEventStore:
     durability of a commit (see the module docstring). Each thread uses its own connection.
     ``":memory:"`` holds the log in this process only, behind one shared connection.
     """
+
+    name_rules: ClassVar[NameRules] = DEFAULT
+    """The names this store holds (:mod:`decider.stores.names`); others raise
+    :class:`~decider.stores.errors.InvalidName` before anything is written or read."""
 
     def __init__(
         self,
@@ -127,6 +132,7 @@ class SqliteEventStore:
         append is durable as ``synchronous`` says once this returns.
         """
         validate_append(len(events), expected_revision)
+        self.name_rules.check_append(stream, events)
         now = _now()
         return self._write(lambda c: _append(c, stream, events, expected_revision, now))
 
@@ -138,6 +144,9 @@ class SqliteEventStore:
         """Apply every append and the checkpoint in one transaction: all of them, or none."""
         for item in appends:
             validate_append(len(item.events), item.expected_revision)
+            self.name_rules.check_append(item.stream, item.events)
+        if checkpoint is not None:
+            self.name_rules.check(CHECKPOINT, checkpoint[0])
         now = _now()
 
         def body(connection: sqlite3.Connection) -> list[AppendResult]:
@@ -155,6 +164,7 @@ class SqliteEventStore:
     ) -> list[RecordedEvent]:
         """The stream's events from ``from_revision`` on; ``[]`` for a missing stream."""
         check_read_args(from_revision, limit)
+        self.name_rules.check_stream(stream)
         rows = self._query(sql.READ_STREAM, (stream, from_revision, -1 if limit is None else limit))
         return [sql.decode(row) for row in rows]
 
@@ -190,11 +200,13 @@ class SqliteEventStore:
 
     def load_checkpoint(self, name: str) -> int | None:
         """The last stored position of processor ``name``, or ``None``."""
+        self.name_rules.check(CHECKPOINT, name)
         rows = self._query(sql.LOAD_CHECKPOINT, (name,))
         return int(rows[0][0]) if rows else None
 
     def save_checkpoint(self, name: str, position: int) -> None:
         """Store the position of processor ``name`` durably, replacing any earlier one."""
+        self.name_rules.check(CHECKPOINT, name)
         self._query(sql.SAVE_CHECKPOINT, (name, position))
 
     def close(self) -> None:
