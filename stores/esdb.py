@@ -59,6 +59,7 @@ from decider.stores.protocol import (
     NewEvent,
     RecordedEvent,
 )
+from decider.stores.redact import redact_uri
 
 CHECKPOINT_STREAM_PREFIX = "decider-checkpoint-"
 """Processor ``name`` keeps its position in stream ``decider-checkpoint-<name>``."""
@@ -271,10 +272,14 @@ class EsdbEventStore:
             raise UnsupportedStoreURI(uri, str(exc)) from exc
         except esdb_errors.EventStoreDBClientException as exc:  # discovery (esdb+discover://)
             raise map_error(exc) from exc
+        self._shown = redact_uri(uri)
         self._subscriptions: set[EsdbSubscription] = set()
         self._checkpoint_revisions: dict[str, int] = {}
         self._lock = threading.Lock()
         self._closed = False
+
+    def __repr__(self) -> str:
+        return f"EsdbEventStore({self._shown!r})"
 
     def append(
         self, stream: str, events: Sequence[NewEvent], expected_revision: ExpectedRevision

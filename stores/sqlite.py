@@ -117,6 +117,9 @@ class SqliteEventStore:
             self.close()
             raise _store_error(self._path, exc) from exc
 
+    def __repr__(self) -> str:
+        return f"SqliteEventStore({self._path!r})"
+
     @property
     def path(self) -> str:
         """The database file (or ``":memory:"``)."""
