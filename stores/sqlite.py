@@ -29,6 +29,7 @@ WARNING: open the store after forking, never before: a connection must not cross
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import sqlite3
@@ -41,7 +42,7 @@ from typing import Any, ClassVar, TypeVar
 from decider.stores import _sqlite_sql as sql
 from decider.stores._connections import ThreadConnections
 from decider.stores._expectations import Stored, check_read_args, plan_append, validate_append
-from decider.stores.errors import StoreError, StoreUnavailable
+from decider.stores.errors import PermanentStoreError, StoreError, StoreUnavailable
 from decider.stores.names import CHECKPOINT, DEFAULT, NameRules
 from decider.stores.protocol import (
     ALL,
@@ -233,7 +234,7 @@ class SqliteEventStore:
             try:
                 return connection.execute(statement, params).fetchall()
             except sqlite3.Error as exc:
-                raise _store_error(self._path, exc) from exc
+                raise self._failed(connection, in_use, exc) from exc
 
     def _write(self, body: Callable[[sqlite3.Connection], _T]) -> _T:
         """Run ``body`` in a write transaction, then wake the subscriptions.
@@ -255,9 +256,25 @@ class SqliteEventStore:
                         connection.execute("ROLLBACK")
                     raise
             except sqlite3.Error as exc:
-                raise _store_error(self._path, exc) from exc
+                raise self._failed(connection, in_use, exc) from exc
         self._notifier.notify()
         return result
+
+    def _failed(
+        self, connection: sqlite3.Connection, in_use: threading.RLock, exc: sqlite3.Error
+    ) -> StoreError:
+        """The store's error for ``exc``; after a transient one this thread's connection is
+        dropped, so the next call opens a fresh one.
+
+        A connection opened while the file was read-only (or that met an I/O error) stays so
+        for good: reopening is what lets a store recover once the file is writable again.
+        ``":memory:"`` keeps its one connection (it is the database).
+        """
+        error = _store_error(self._path, exc)
+        if isinstance(error, StoreUnavailable) and not self._in_memory:
+            with contextlib.suppress(sqlite3.Error):
+                self._connections.drop((connection, in_use))
+        return error
 
     def _connection(self) -> tuple[sqlite3.Connection, threading.RLock]:
         """This thread's connection and the lock that keeps close() from closing it in use."""
@@ -344,10 +361,36 @@ def _plan(
     )
 
 
+# SQLite's primary result codes (the low byte of an extended one) by what they mean for a caller.
+_TRANSIENT = {
+    sqlite3.SQLITE_BUSY: "stayed locked",
+    sqlite3.SQLITE_LOCKED: "stayed locked",
+    sqlite3.SQLITE_READONLY: "is read-only",  # a remount, a permissions change: may be undone
+    sqlite3.SQLITE_IOERR: "had an I/O error",
+    sqlite3.SQLITE_FULL: "is on a full disk",
+    sqlite3.SQLITE_CANTOPEN: "cannot be opened",
+    sqlite3.SQLITE_PROTOCOL: "stayed locked",
+    sqlite3.SQLITE_NOMEM: "ran out of memory",
+}
+_PERMANENT = {sqlite3.SQLITE_TOOBIG, sqlite3.SQLITE_MISMATCH, sqlite3.SQLITE_RANGE}
+
+
 def _store_error(path: str, exc: sqlite3.Error) -> StoreError:
-    """The one place where sqlite3's errors become the store's."""
+    """The one place where sqlite3's errors become the store's.
+
+    Locked or busy beyond ``busy_timeout``, read-only, an I/O error, a full disk, a file that
+    cannot be opened: :class:`StoreUnavailable` (the condition may pass; the store reopens the
+    connection, see :func:`_is_transient`). A value SQLite can never hold (too big):
+    :class:`PermanentStoreError`. Anything else (a corrupt file, a bug): :class:`StoreError`.
+    """
+    code = getattr(exc, "sqlite_errorcode", None)
+    primary = None if code is None else code & 0xFF
+    if primary in _TRANSIENT:
+        return StoreUnavailable(f"SQLite database {path!r} {_TRANSIENT[primary]}: {exc}")
     if isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc)):
         return StoreUnavailable(f"SQLite database {path!r} stayed locked: {exc}")
+    if primary in _PERMANENT or isinstance(exc, sqlite3.DataError):
+        return PermanentStoreError(f"SQLite database {path!r} cannot store this: {exc}")
     return StoreError(f"SQLite database {path!r}: {exc}")
 
 
