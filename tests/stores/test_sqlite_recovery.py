@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import sqlite3
 import subprocess
-import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -121,31 +121,24 @@ def test_a_file_read_only_for_a_while_recovers_in_every_thread(tmp_path: Path) -
         pytest.skip("chattr +i is not available here (needs root and ext4/xfs/btrfs)")
     db = tmp_path / "e.db"
     store = SqliteEventStore(db, busy_timeout=0.2)
-    # Not the -shm file: SQLite maps it in memory, and writes to an immutable mapping crash
-    # the process (a real read-only remount does not touch a mapping made before).
+    # Not the -shm file: SQLite maps it in memory, and a write to an immutable mapping crashes
+    # the process (a read-only remount leaves a mapping made before it alone).
     files = [db, db.with_name("e.db-wal")]
+    # One long-lived thread that opens its connection while the file is read-only.
+    worker = ThreadPoolExecutor(max_workers=1)
     try:
         store.append("s", new_events(1), NO_STREAM)
         _chattr("+i", *files)
         try:
             with pytest.raises(StoreUnavailable):
                 store.append("s", new_events(1), 0)
-            # A thread that opens its first connection now gets a read-only one.
-            failures: list[BaseException] = []
-
-            def write() -> None:
-                try:
-                    store.append("t", new_events(1), ANY)
-                except BaseException as exc:
-                    failures.append(exc)
-
-            thread = threading.Thread(target=write)
-            thread.start()
-            thread.join(10)
-            assert len(failures) == 1 and isinstance(failures[0], StoreUnavailable), failures
+            with pytest.raises(StoreUnavailable, match="read-only"):
+                worker.submit(store.append, "t", new_events(1), ANY).result(10)
         finally:
             _chattr("-i", *files)
         assert store.append("s", new_events(1), 0).next_expected_revision == 1
-        assert [e.stream for e in store.read_all()] == ["s", "s"]
+        assert worker.submit(store.append, "t", new_events(1), ANY).result(10).position == 3
+        assert [e.stream for e in store.read_all()] == ["s", "s", "t"]
     finally:
+        worker.shutdown()
         store.close()
