@@ -82,18 +82,26 @@ def _split(uri: str) -> tuple[str, str | None, str, str | None, str | None] | No
     """``scheme://``, user info, hosts and path, query, fragment (``None`` where absent);
     ``None`` for a conninfo.
 
-    The user info ends at the last ``@`` before the query: a password holding an unescaped
-    ``/`` or ``@`` is hidden whole rather than cut at the first one.
+    The user info ends at the last ``@`` before the query or fragment, so a password holding
+    an unescaped ``/`` or ``@`` is hidden whole rather than cut at the first one. With no ``@``
+    there, an ``@`` after the ``?`` or ``#`` with no ``=`` or ``&`` before it ends the user
+    info: the password holds an unescaped ``?`` or ``#``.
     """
     scheme, separator, rest = uri.partition("://")
     if not separator:
         return None
+    end = min((i for i in (rest.find("?"), rest.find("#")) if i >= 0), default=len(rest))
+    at = rest.rfind("@", 0, end)
+    if at < 0:
+        parameters = min((i for i in (rest.find("="), rest.find("&")) if i >= 0), default=len(rest))
+        at = rest.rfind("@", 0, parameters)
+    user_info = rest[:at] if at >= 0 else None
+    rest = rest[at + 1 :]
     rest, hash_mark, fragment = rest.partition("#")
-    rest, question, query = rest.partition("?")
-    user_info, at, location = rest.rpartition("@")
+    location, question, query = rest.partition("?")
     return (
         scheme + separator,
-        user_info if at else None,
+        user_info,
         location,
         query if question else None,
         fragment if hash_mark else None,

@@ -35,6 +35,14 @@ SECRET = "S3cr3t-pw"
         ),
         # unescaped "/" and "@" in a password: hidden whole, not cut at the first one
         ("postgresql://app:pa/ss@wd@db/events", "postgresql://app:***@db/events"),
+        ("postgresql://app:pa?ss#wd@db/events?x=1", "postgresql://app:***@db/events?x=1"),
+        ("postgresql://app:pa#ss@db/events", "postgresql://app:***@db/events"),
+        # an "@" in a parameter is not the user info's
+        ("postgresql://db/e?application_name=a@b", "postgresql://db/e?application_name=a@b"),
+        (
+            "postgresql://u:pw@db/e?application_name=a@b",
+            "postgresql://u:***@db/e?application_name=a@b",
+        ),
         (
             f"host=db user=app password={SECRET} dbname=events",
             "host=db user=app password=*** dbname=events",
