@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from process_support import check_two_writers, finish, go, start_worker
 
 from decider.stores import ANY, CaughtUp, RecordedEvent
 from decider.stores.contract import new_events, take
 from decider.stores.postgres import PostgresEventStore
-from tests.pg_support import PG_URI, fresh_store
+from tests.stores.process_support import check_two_writers, finish, go, start_worker
+from tests.support.postgres import PG_URI, fresh_store
 
 
 @pytest.fixture

@@ -5,11 +5,10 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from process_support import check_two_writers, finish, go, start_worker
-
 from decider.stores import ANY, CaughtUp, RecordedEvent
 from decider.stores.contract import new_events, take
 from decider.stores.sqlite import SqliteEventStore
+from tests.stores.process_support import check_two_writers, finish, go, start_worker
 
 
 def _uri(db: Path) -> str:
