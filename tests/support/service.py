@@ -43,13 +43,27 @@ def service_env(effects_db: Path | None = None, handler_delay: float = 0.0) -> d
 
 
 class ServiceProcess:
-    """One ``decider run`` process, its log in a file; started again after each stop."""
+    """One ``decider run`` process, its log in a file; started again after each stop.
 
-    def __init__(self, app_spec: str, uri: str, log: Path, env: dict[str, str]) -> None:
+    ``command`` is the ``decider`` to run (default :func:`decider_command`), ``cwd`` the
+    directory it runs in (default the repository, whose ``tests`` the app specs name).
+    """
+
+    def __init__(
+        self,
+        app_spec: str,
+        uri: str,
+        log: Path,
+        env: dict[str, str],
+        command: list[str] | None = None,
+        cwd: Path = ROOT,
+    ) -> None:
         self.app_spec = app_spec
         self.uri = uri
         self.log = log
         self.env = env
+        self.command = command or decider_command()
+        self.cwd = cwd
         self.process: subprocess.Popen[bytes] | None = None
         self.runs = 0
 
@@ -62,11 +76,11 @@ class ServiceProcess:
             log.write(f"===== run {self.runs}\n")
             log.flush()
             self.process = subprocess.Popen(
-                [*decider_command(), *arguments],
+                [*self.command, *arguments],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=self.env,
-                cwd=ROOT,
+                cwd=self.cwd,
             )
         return self
 
