@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import importlib.util
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -86,10 +87,10 @@ def _origin(base: str, name: str) -> str:
     """The module that ``from base import name`` really depends on."""
     if not base.startswith("decider"):
         return f"{base}.{name}"
-    try:
-        parent = importlib.import_module(base)
-    except ImportError:
-        return base
+    spec = importlib.util.find_spec(base)
+    if spec is None or spec.submodule_search_locations is None:
+        return base  # a plain module: the name is its own (a backend is not imported to see)
+    parent = importlib.import_module(base)
     value = getattr(parent, name, None)
     if value is None:
         return f"{base}.{name}"  # a submodule not imported yet
