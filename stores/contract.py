@@ -109,4 +109,5 @@ class EventStoreContract(
         return open_scope(store)
 
     def test_matches_the_reference_store(self, store: EventStore) -> None:
+        """Random sequences of operations give what the in-memory reference store gives."""
         run_state_machine_as_test(comparison_machine(store), settings=self.stateful_settings)
