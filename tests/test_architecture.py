@@ -29,6 +29,7 @@ NEUTRAL_STORE_MODULES = {
     "decider.stores",  # the package: protocol and errors re-exported (its open_store is uri's)
     "decider.stores.protocol",
     "decider.stores.errors",
+    "decider.stores.redact",  # redact_uri: a pure function on URI text
     "decider.stores.subscription",
     "decider.stores.decoding",  # joins stored bytes and the codec, until it moves up (issue 9)
 }

@@ -28,15 +28,6 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from svc_apps import FINE_PARKING, FINE_SPEEDING, fines_app, read_effects
-from svc_support import (
-    ServiceProcess,
-    check_no_duplicates,
-    completed,
-    instance_streams,
-    service_env,
-    wait_until,
-)
 
 from decider.stores.errors import StoreError
 from decider.stores.postgres import PostgresEventStore
@@ -45,9 +36,19 @@ from decider.stores.sqlite import SqliteEventStore
 from samples.traffic_fine.app import REPORTS_STREAM
 from samples.traffic_fine.demo import reports
 from samples.traffic_fine.messages import PoliceReportPublished, SpeedingViolation
-from tests.pg_support import PG_URI, fresh_schema
+from tests.support.apps import FINE_PARKING, FINE_SPEEDING, fines_app
+from tests.support.effects import read_effects
+from tests.support.postgres import PG_URI, fresh_schema
+from tests.support.service import (
+    ServiceProcess,
+    check_no_duplicates,
+    completed,
+    service_env,
+)
+from tests.support.stores import instance_streams
+from tests.support.waiting import wait_until
 
-APP = "svc_apps:fines_app"
+APP = "tests.support.apps:fines_app"
 WORKFLOWS = 60
 RECOVERY_TIMEOUT = 60.0
 """Seconds the service may take to finish everything once the outage is over."""
@@ -224,11 +225,12 @@ def test_postgres_connections_killed_mid_batch(tmp_path: Path) -> None:
             service.start()
             for kill in range(4):
                 target = 15 * (kill + 1)
+
+                def reached(target: int = target) -> bool:
+                    return service.check_alive() or handler_calls(effects_db) >= target
+
                 wait_until(
-                    lambda target=target: (
-                        service.check_alive()  # type: ignore[misc]
-                        or handler_calls(effects_db) >= target
-                    ),
+                    reached,
                     60,
                     f"{target} handler calls",
                 )

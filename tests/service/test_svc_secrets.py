@@ -8,12 +8,18 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from svc_support import ServiceProcess, completed, decider_command, service_env, wait_until
 
 from decider.stores.postgres import PostgresEventStore
 from samples.traffic_fine.app import REPORTS_STREAM, app
 from samples.traffic_fine.demo import reports
-from tests.pg_support import PG_URI, fresh_schema
+from tests.support.postgres import PG_URI, fresh_schema
+from tests.support.service import (
+    ServiceProcess,
+    completed,
+    decider_command,
+    service_env,
+)
+from tests.support.waiting import wait_until
 
 APP = "samples.traffic_fine:app"
 SECRET = "S3cr3t-pw"

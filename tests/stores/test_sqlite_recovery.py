@@ -26,7 +26,7 @@ _READONLY = "attempt to write a readonly database"
 
 def _error(kind: type[sqlite3.Error], message: str, code: int) -> sqlite3.Error:
     error = kind(message)
-    error.sqlite_errorcode = code  # type: ignore[attr-defined]
+    error.sqlite_errorcode = code
     return error
 
 

@@ -14,7 +14,7 @@ from decider.stores.contract import new_events
 from decider.stores.names import POSTGRES_MAX_NAME_BYTES
 from decider.stores.postgres import _store_error
 from decider.stores.sqlite import SqliteEventStore
-from tests.pg_support import fresh_store
+from tests.support.postgres import fresh_store
 
 
 class _NoRules:
@@ -60,7 +60,7 @@ def test_postgres_error_mapping(error: psycopg.Error, expected: type[Exception])
 )
 def test_postgres_rejections_are_permanent_even_unchecked(stream: str) -> None:
     with fresh_store() as store:
-        store.name_rules = _NoRules()  # type: ignore[assignment]
+        store.name_rules = _NoRules()  # type: ignore[misc,assignment]
         with pytest.raises(PermanentStoreError):
             store.append(stream, new_events(1), NO_STREAM)
         # The connection is still good: the next append goes through.
