@@ -15,14 +15,14 @@ import threading
 from types import FrameType
 from typing import Any
 
+from decider.processors.app import App
 from decider.processors.base import Processor
+from decider.processors.operations import HEARTBEAT_EVERY, beat, clear_heartbeat
 from decider.processors.service import Service
+from decider.stores.protocol import CheckpointStore, EventStore
 
 COUNTERS = ("handled", "conflicts", "carried_out", "parked", "fired")
 """The processor counters the progress line shows, where a processor has them."""
-
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-"""How ``decider run`` formats its log lines (on stderr)."""
 
 
 def progress_line(service: Service) -> str:
@@ -83,6 +83,47 @@ class ProgressReporter:
         if line != self._last:
             self._last = line
             self.logger.info("%s", line)
+
+
+class Heartbeat:
+    """While the block runs, a daemon thread writes the service's heartbeat every
+    :data:`~decider.processors.operations.HEARTBEAT_EVERY` seconds (so ``decider reset``
+    knows a service holds the app); the heartbeat is cleared when the block ends.
+
+    A failed write is logged and tried again at the next beat: it never stops the service.
+    """
+
+    def __init__(self, store: EventStore, app: App) -> None:
+        self.store = store
+        self.app = app
+        self._stop = threading.Event()
+        self._last = 0
+        self._thread = threading.Thread(target=self._loop, name="decider:heartbeat", daemon=True)
+
+    def __enter__(self) -> Heartbeat:
+        if isinstance(self.store, CheckpointStore):
+            self._beat()
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+            with contextlib.suppress(Exception):
+                assert isinstance(self.store, CheckpointStore)
+                clear_heartbeat(self.store, self.app, self._last)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(HEARTBEAT_EVERY):
+            self._beat()
+
+    def _beat(self) -> None:
+        assert isinstance(self.store, CheckpointStore)
+        try:
+            self._last = beat(self.store, self.app)
+        except Exception:
+            logging.getLogger(__name__).warning("heartbeat not written", exc_info=True)
 
 
 class EarlySignals:
