@@ -189,7 +189,7 @@ def _summary(seen: _Seen, query: InstanceQuery, now: datetime) -> InstanceSummar
     for bound, value, after in checks:
         if bound is not None and (value <= bound if after else value >= bound):
             return None
-    limit = query.stuck_for or seen.registration.progress_within
+    limit = query.stuck_for if query.stuck_for is not None else seen.registration.progress_within
     stuck = seen.status is Lifecycle.RUNNING and limit is not None and now - seen.updated_at > limit
     if query.stuck and not stuck:
         return None

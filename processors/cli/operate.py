@@ -387,7 +387,10 @@ def _reset(args: argparse.Namespace) -> int:
 def _confirm(question: str) -> bool:
     """Ask on stderr, read the answer from stdin: only ``y`` or ``yes`` is a yes."""
     print(f"{question} [y/N] ", end="", file=sys.stderr, flush=True)
-    return sys.stdin.readline().strip().lower() in ("y", "yes")
+    answer = sys.stdin.readline()
+    if not sys.stdin.isatty():
+        print(file=sys.stderr)  # the answer was not echoed: end the question's line
+    return answer.strip().lower() in ("y", "yes")
 
 
 # -- cancel -------------------------------------------------------------------------------
