@@ -52,9 +52,9 @@ def ticket_decide(input: Any, state: None) -> Sequence[Command[Any]]:
 
 
 def ticket_route(message: TicketOpened | TicketClosed, _: Metadata) -> str:
-    if isinstance(message, TicketOpened) and message.kind == "poison":
-        if os.environ.get(POISON_ENV) == "1":
-            raise RuntimeError(f"ticket {message.ticket_id} is poison")
+    poison = isinstance(message, TicketOpened) and message.kind == "poison"
+    if poison and os.environ.get(POISON_ENV) == "1":
+        raise RuntimeError(f"ticket {message.ticket_id} is poison")
     return message.ticket_id
 
 

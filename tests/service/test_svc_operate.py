@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from svc_ops_app import POISON_ENV, ops_app
 from svc_support import ROOT, ServiceProcess, decider_command, service_env, wait_until
 
 from decider import Lifecycle
@@ -21,7 +22,6 @@ from decider.processors.skipped import list_skipped
 from decider.stores.protocol import EventStore
 from decider.stores.uri import open_store
 from samples.traffic_fine.app import app as fines
-from svc_ops_app import POISON_ENV, ops_app
 from tests.pg_support import PG_URI, fresh_schema
 
 FINES = "samples.traffic_fine:app"
