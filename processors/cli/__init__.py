@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import logging
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from decider.processors import logs
-from decider.processors.base import LOGGER
 from decider.processors.cli.documents import instance_document, parked_document, status_document
 from decider.processors.cli.loading import (
     APP_ENV,
@@ -57,6 +57,9 @@ from decider.processors.service import Service
 from decider.stores.errors import StoreError
 
 __all__ = ["CliError", "UsageError", "build_parser", "main"]
+
+LOGGER = logging.getLogger(__name__)
+"""The command line's own log lines (``decider.processors.cli``)."""
 
 DISTRIBUTION = "decider-workflows"
 """The name this project is installed under (``pip install decider-workflows``)."""

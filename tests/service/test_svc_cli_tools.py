@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from svc_ops_app import ChoreAdded, TicketClosed, TicketOpened, ops_app
 from svc_support import ROOT, decider_command, service_env, wait_until
 
 from decider import Metadata, event_id
@@ -22,8 +23,10 @@ from decider.processors.listing import InstanceQuery, list_instances
 from decider.processors.logs import JsonFormatter, TextFormatter, configure
 from decider.processors.messages import ParkedCommandRetried
 from decider.processors.skipped import find_skipped, list_skipped, redrive
+from decider.processors.stuck import StuckWatcher
 from decider.stores.memory import MemoryEventStore
 from decider.stores.protocol import ANY, NewEvent
+from decider.stores.sqlite import SqliteEventStore
 from samples.traffic_fine.app import REPORTS_STREAM, app
 from samples.traffic_fine.demo import reports
 
@@ -196,3 +199,56 @@ def test_a_skipped_command_is_redriven_through_the_ledger_once() -> None:
         revision=1,
     )
     assert list_skipped(store, app, pending_only=True) == []
+
+
+def test_a_stuck_instance_is_reported_once_per_stall() -> None:
+    store = MemoryEventStore()
+    clock = [datetime.now(UTC)]
+    watcher = StuckWatcher(store, ops_app, now=lambda: clock[0])
+    assert watcher.active
+    with Service(ops_app, store) as service:
+        ops_app.publish(store, TicketOpened(ticket_id="t1", kind="plain"), "in")
+        ops_app.publish(store, ChoreAdded(chore_id="c1"), "in")
+        assert service.wait_idle(20)
+        clock[0] = datetime.now(UTC) + timedelta(seconds=1)
+        [stuck] = watcher.poll()
+        assert (stuck.stream, stuck.workflow) == ("Ticket-t1", "Ticket")  # Chore: no setting
+        assert watcher.poll() == []
+        assert watcher.stuck_counts() == {"Ticket": 1}
+        ops_app.publish(store, TicketOpened(ticket_id="t1", kind="again"), "in")
+        assert service.wait_idle(20)
+        clock[0] = datetime.now(UTC) + timedelta(seconds=1)
+        assert [s.stream for s in watcher.poll()] == ["Ticket-t1"]  # progressed, stalled anew
+        ops_app.publish(store, TicketClosed(ticket_id="t1"), "in")
+        assert service.wait_idle(20)
+        assert watcher.poll() == []
+        assert watcher.stuck_counts() == {}
+
+
+def test_run_warns_once_of_a_stuck_instance(tmp_path: Path) -> None:
+    db = tmp_path / "e.db"
+    store = SqliteEventStore(db)
+    ops_app.publish(store, TicketOpened(ticket_id="t1", kind="plain"), "in")
+    store.close()
+    log = tmp_path / "service.log"
+    arguments = ["run", "svc_ops_app:ops_app", "--store", f"sqlite:///{db}"]
+    with log.open("w") as out:
+        process = subprocess.Popen(
+            [*decider_command(), *arguments, "--progress-interval", "0.1"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env=service_env(),
+        )
+    try:
+        wait_until(lambda: "progress: " in log.read_text(), 60, "a progress line")
+        wait_until(lambda: "is stuck" in log.read_text(), 60, "the stuck warning")
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    warnings = [line for line in log.read_text().splitlines() if "is stuck" in line]
+    assert len(warnings) == 1, warnings
+    assert "WARNING" in warnings[0] and "stream=Ticket-t1 workflow=Ticket" in warnings[0]

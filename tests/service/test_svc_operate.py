@@ -178,6 +178,7 @@ def test_publish_run_status_show_on_a_fresh_store(uri: str, tmp_path: Path) -> N
     assert code == 2 and "'soon' is not a duration" in error
 
 
+@pytest.mark.slow
 def test_stuck_cancel_skipped_redrive_and_reset(
     uri: str, store: EventStore, tmp_path: Path
 ) -> None:
