@@ -41,6 +41,7 @@ from decider.processors.cli.loading import (
     UsageError,
     load_app,
     open_uri,
+    shown_uri,
     store_uri,
 )
 from decider.processors.cli.operate import (
@@ -180,6 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
     retry.add_argument("command_id", help="the parked command's id (see `decider parked`)")
     retry.add_argument("--app", help=app_help)
     retry.add_argument("--store", help=store_help)
+    retry.add_argument("--json", action="store_true", help="print one JSON document")
     retry.set_defaults(command=_retry)
     add_operator_commands(commands)
     return parser
@@ -210,7 +212,7 @@ def _run(args: argparse.Namespace) -> int:
             if early.received.is_set():
                 LOGGER.info("stop requested before app %r started: nothing to do", app.name)
                 return 0
-            LOGGER.info("running app %r (%s) on %s", app.name, args.app, uri)
+            LOGGER.info("running app %r (%s) on %s", app.name, args.app, shown_uri(uri))
             try:
                 with Heartbeat(store, app):
                     run_service(service, args.progress_interval, LOGGER, early.received)
@@ -268,10 +270,15 @@ def _retry(args: argparse.Namespace) -> int:
             request = retry_parked(store, app, args.command_id)
         except NotParked as exc:
             raise CliError(str(exc)) from exc
-        print(
-            f"retry of {args.command_id} requested ({request}); "
-            "a running service carries it out again"
-        )
+        if args.json:
+            emit_json({"command_id": args.command_id, "request_id": request})
+        else:
+            emit(
+                [
+                    f"retry of {args.command_id} requested ({request}); "
+                    "a running service carries it out again"
+                ]
+            )
     return 0
 
 

@@ -122,3 +122,17 @@ def _sqlite_file(uri: str) -> Path | None:
         return None
     path = urllib.parse.unquote(raw[1:])
     return None if path in ("", ":memory:") else Path(path)
+
+
+def shown_uri(uri: str) -> str:
+    """``uri`` as a log line may show it: the password of its user info replaced by ``***``.
+
+    >>> shown_uri("postgresql://app:s3cret@db:5432/events?schema=x")
+    'postgresql://app:***@db:5432/events?schema=x'
+    """
+    parts = urllib.parse.urlsplit(uri)
+    if parts.password is None:
+        return uri
+    user_info, _, hosts = parts.netloc.rpartition("@")
+    user = user_info.partition(":")[0]
+    return urllib.parse.urlunsplit(parts._replace(netloc=f"{user}:***@{hosts}"))
