@@ -10,7 +10,7 @@ from typing import Any
 import cattrs
 
 from decider.processors.app import App
-from decider.processors.queries import InstanceStatus, InstanceView, ParkedCommand
+from decider.processors.queries import HistoryEntry, InstanceStatus, InstanceView, ParkedCommand
 
 _CONVERTER = cattrs.Converter()
 
@@ -27,7 +27,7 @@ def instance_document(app: App, view: InstanceView) -> dict[str, Any]:
                 "type": entry.type,
                 "recorded_at": entry.recorded_at.isoformat(),
                 "data": json.loads(data),
-                "metadata": json.loads(app.codec.encode_metadata(entry.metadata)),
+                "metadata": _metadata(app, entry),
             }
         )
     return {
@@ -38,6 +38,14 @@ def instance_document(app: App, view: InstanceView) -> dict[str, Any]:
         "state": _plain(view.state),
         "events": events,
     }
+
+
+def _metadata(app: App, entry: HistoryEntry) -> Any:
+    """The metadata as stored where it is JSON (so fields the codec does not know show too)."""
+    try:
+        return json.loads(entry.stored_metadata)
+    except ValueError:
+        return json.loads(app.codec.encode_metadata(entry.metadata))
 
 
 def _plain(value: object) -> Any:
