@@ -24,6 +24,7 @@ Stream names the processors use (all derived, so a second run finds what the fir
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import timedelta
 from typing import Any, TypeAlias
 
 import attrs
@@ -101,6 +102,9 @@ class WorkflowRegistration:
 
     workflow: Workflow[Any, Any, Any]
     inputs: Mapping[str, InputRoute]
+    progress_within: timedelta | None = None
+    """How long a running instance may go without a new event before it counts as stuck
+    (``None``: never)."""
 
     @property
     def stream_prefix(self) -> str:
@@ -144,9 +148,17 @@ class App:
         self,
         workflow: Workflow[Any, Any, Any],
         inputs: Mapping[type[Any], Route] | Iterable[type[Any]],
+        *,
+        progress_within: timedelta | None = None,
     ) -> Workflow[Any, Any, Any]:
         """Run ``workflow`` on ``inputs``: message classes, each with its route (or a plain list
-        of classes, all routed :func:`by_correlation`)."""
+        of classes, all routed :func:`by_correlation`).
+
+        ``progress_within``: a running instance with no new event for longer than that is
+        stuck (``decider list --stuck``).
+        """
+        if progress_within is not None and progress_within <= timedelta(0):
+            raise AppDefinitionError(f"progress_within must be positive, got {progress_within}")
         if workflow.name in self.workflows:
             raise AppDefinitionError(f"workflow {workflow.name!r} is already registered")
         if not workflow.name or "-" in workflow.name[:1]:
@@ -164,7 +176,7 @@ class App:
             routes[name] = InputRoute(cls, name, route)
         if not routes:
             raise AppDefinitionError(f"workflow {workflow.name!r} needs at least one input type")
-        self.workflows[workflow.name] = WorkflowRegistration(workflow, routes)
+        self.workflows[workflow.name] = WorkflowRegistration(workflow, routes, progress_within)
         return workflow
 
     def handler(

@@ -34,6 +34,8 @@ class HistoryEntry:
     event: WorkflowEvent[Any, Any]
     metadata: Metadata
     recorded_at: datetime
+    stored_metadata: bytes = b""
+    """The metadata as stored (with any field :class:`~decider.Metadata` does not hold)."""
 
 
 @attrs.frozen
@@ -89,6 +91,7 @@ def show(store: EventStore, app: App, stream: str) -> InstanceView:
             event=decode_event(app.codec, record),
             metadata=decode_metadata(app.codec, record),
             recorded_at=record.recorded_at,
+            stored_metadata=record.metadata,
         )
         for record in _read_stream(store, stream)
     ]

@@ -7,26 +7,33 @@
     decider status --app samples.traffic_fine:app --limit 5
     decider parked --app samples.traffic_fine:app
     decider retry <command-id> --app samples.traffic_fine:app
+    decider publish fines.PoliceReportPublished '{...}' --app samples.traffic_fine:app
+    decider list --stuck 15m --json
+    decider skipped redrive --all
+    decider reset commands --to-time 2026-01-31T12:00Z
 
 ``--store`` defaults to ``$DECIDER_STORE`` and ``--app`` to ``$DECIDER_APP``. Exit status: 0
 done, 1 an operation failed (a store error, a command that is not parked, a stream without
-events), 2 a bad argument; an error is one ``decider: error: ...`` line on stderr.
+events), 2 a bad argument; an error is one ``decider: error: ...`` line on stderr. Output cut
+short by a closed pipe (``decider list | head``) ends quietly with status 141 (128 + SIGPIPE),
+as other Unix tools do.
 
-argparse (stdlib) rather than click or typer: five subcommands do not justify a dependency.
+argparse (stdlib) rather than click or typer: the parser tree is plain data, argcomplete
+completes it as it is (``decider completion bash``), and the runtime keeps its few dependencies.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib.metadata
 import logging
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
+from pathlib import Path
 
-from decider.processors.app import App
-from decider.processors.base import LOGGER
+from decider.processors import logs
+from decider.processors.cli.documents import instance_document, parked_document, status_document
 from decider.processors.cli.loading import (
     APP_ENV,
     STORE_ENV,
@@ -36,16 +43,24 @@ from decider.processors.cli.loading import (
     open_uri,
     store_uri,
 )
-from decider.processors.cli.running import LOG_FORMAT, EarlySignals, run_service
+from decider.processors.cli.operate import (
+    add_operator_commands,
+    app_and_store,
+    emit,
+    emit_json,
+)
+from decider.processors.cli.running import EarlySignals, Heartbeat, run_service
 from decider.processors.cli.views import instance_lines, parked_lines, status_lines
 from decider.processors.errors import NotParked
 from decider.processors.queries import list_parked, retry_parked, show, status
 from decider.processors.service import Service
 from decider.stores.errors import StoreError
-from decider.stores.protocol import EventStore
 from decider.stores.redact import redact_uri
 
 __all__ = ["CliError", "UsageError", "build_parser", "main"]
+
+LOGGER = logging.getLogger(__name__)
+"""The command line's own log lines (``decider.processors.cli``)."""
 
 DISTRIBUTION = "decider-workflows"
 """The name this project is installed under (``pip install decider-workflows``)."""
@@ -58,9 +73,15 @@ given."""
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``decider`` command line; returns the exit status (the console script's entry)."""
     parser = build_parser()
+    _complete(parser)
     args = parser.parse_args(argv)
     try:
         code: int = args.command(args)
+    except BrokenPipeError:
+        # The reader went away (``| head``): no traceback, and nothing more to flush.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
     except CliError as exc:
         _error(str(exc))
         return exc.exit_code
@@ -78,6 +99,18 @@ def package_version() -> str:
         return importlib.metadata.version(DISTRIBUTION)
     except importlib.metadata.PackageNotFoundError:
         return "unknown"
+
+
+def _complete(parser: argparse.ArgumentParser) -> None:
+    """Answer a shell's completion request (argcomplete, when installed) and exit; else
+    nothing."""
+    if "_ARGCOMPLETE" not in os.environ:
+        return
+    try:
+        import argcomplete
+    except ImportError:
+        return
+    argcomplete.autocomplete(parser)
 
 
 def _error(text: str) -> None:
@@ -103,6 +136,15 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"DEBUG, INFO, WARNING or ERROR (default: ${LOG_LEVEL_ENV} or INFO)",
     )
     run.add_argument(
+        "--log-format", choices=logs.FORMATS, default="text", help="log lines as text or JSON"
+    )
+    run.add_argument(
+        "--log-config",
+        type=Path,
+        metavar="FILE",
+        help="a logging.config.dictConfig document (.json or .toml); overrides the two above",
+    )
+    run.add_argument(
         "--progress-interval",
         type=float,
         default=10.0,
@@ -116,6 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     show_cmd.add_argument("stream", help="the instance stream, <WorkflowName>-<instance id>")
     show_cmd.add_argument("--app", help=app_help)
     show_cmd.add_argument("--store", help=store_help)
+    show_cmd.add_argument("--json", action="store_true", help="print one JSON document")
     show_cmd.set_defaults(command=_show)
 
     status_cmd = commands.add_parser("status", help="instances by status, and parked commands")
@@ -125,32 +168,32 @@ def build_parser() -> argparse.ArgumentParser:
     status_cmd.add_argument(
         "--limit", type=int, default=10, help="stream names listed per status (default: 10)"
     )
+    status_cmd.add_argument("--json", action="store_true", help="print one JSON document")
     status_cmd.set_defaults(command=_status)
 
     parked = commands.add_parser("parked", help="the commands parked after their retries")
     parked.add_argument("--app", help=app_help)
     parked.add_argument("--store", help=store_help)
+    parked.add_argument("--json", action="store_true", help="print one JSON document")
     parked.set_defaults(command=_parked)
 
     retry = commands.add_parser("retry", help="carry a parked command out again")
     retry.add_argument("command_id", help="the parked command's id (see `decider parked`)")
     retry.add_argument("--app", help=app_help)
     retry.add_argument("--store", help=store_help)
+    retry.add_argument("--json", action="store_true", help="print one JSON document")
     retry.set_defaults(command=_retry)
+    add_operator_commands(commands)
     return parser
 
 
-def _app_arg(args: argparse.Namespace) -> str:
-    spec: str | None = args.app or os.environ.get(APP_ENV)
-    if not spec:
-        raise UsageError(f"no app: give --app module:attribute or set {APP_ENV}")
-    return spec
-
-
 def _run(args: argparse.Namespace) -> int:
-    level = logging.getLevelName(str(args.log_level).upper())
-    if not isinstance(level, int):
-        raise UsageError(f"unknown log level {args.log_level!r}; use DEBUG, INFO, WARNING, ERROR")
+    try:
+        level = logs.parse_level(str(args.log_level))
+        if args.log_config is not None:
+            logs.load_config(args.log_config)  # a bad file is a usage error, before anything runs
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
     if args.progress_interval < 0 or args.batch_size < 1:
         raise UsageError("--progress-interval must be >= 0 and --batch-size >= 1")
     with EarlySignals() as early:
@@ -162,14 +205,17 @@ def _run(args: argparse.Namespace) -> int:
                 service = Service(app, store, batch_size=args.batch_size)
             except (TypeError, ValueError) as exc:
                 raise UsageError(str(exc)) from exc
-            logging.basicConfig(level=level, format=LOG_FORMAT, stream=sys.stderr)
-            LOGGER.setLevel(level)
+            try:
+                logs.configure(level, args.log_format, args.log_config)
+            except ValueError as exc:
+                raise UsageError(str(exc)) from exc
             if early.received.is_set():
                 LOGGER.info("stop requested before app %r started: nothing to do", app.name)
                 return 0
             LOGGER.info("running app %r (%s) on %s", app.name, args.app, redact_uri(uri))
             try:
-                run_service(service, args.progress_interval, LOGGER, early.received)
+                with Heartbeat(store, app):
+                    run_service(service, args.progress_interval, LOGGER, early.received)
             except TimeoutError as exc:
                 raise CliError(f"the service did not stop in time: {exc}") from exc
         finally:
@@ -177,62 +223,63 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-@contextlib.contextmanager
-def _app_and_store(args: argparse.Namespace) -> Iterator[tuple[App, EventStore]]:
-    """The app and the store a read-side command names; the store is closed afterwards."""
-    app = load_app(_app_arg(args))
-    store = open_uri(store_uri(args.store), must_exist=True)
-    try:
-        yield app, store
-    finally:
-        _close(store)
-
-
 def _show(args: argparse.Namespace) -> int:
-    with _app_and_store(args) as (app, store):
+    with app_and_store(args) as (app, store):
         try:
             view = show(store, app, args.stream)
         except KeyError as exc:
             raise UsageError(exc.args[0] if exc.args else str(exc)) from exc
         if not view.history:
             raise CliError(f"stream {args.stream!r} has no events")
-        _print(instance_lines(app, view))
+        if args.json:
+            emit_json(instance_document(app, view))
+        else:
+            emit(instance_lines(app, view))
     return 0
 
 
 def _status(args: argparse.Namespace) -> int:
     if args.limit < 0:
         raise UsageError(f"--limit must be >= 0, got {args.limit}")
-    with _app_and_store(args) as (app, store):
+    with app_and_store(args) as (app, store):
         try:
             instances = status(store, app, args.workflow)
         except KeyError as exc:
             raise UsageError(exc.args[0] if exc.args else str(exc)) from exc
-        _print(status_lines(app, instances, list_parked(store, app), args.limit))
+        parked = list_parked(store, app)
+        if args.json:
+            emit_json(status_document(app, instances, parked))
+        else:
+            emit(status_lines(app, instances, parked, args.limit))
     return 0
 
 
 def _parked(args: argparse.Namespace) -> int:
-    with _app_and_store(args) as (app, store):
-        _print(parked_lines(list_parked(store, app)))
+    with app_and_store(args) as (app, store):
+        parked = list_parked(store, app)
+        if args.json:
+            emit_json(parked_document(parked))
+        else:
+            emit(parked_lines(parked))
     return 0
 
 
 def _retry(args: argparse.Namespace) -> int:
-    with _app_and_store(args) as (app, store):
+    with app_and_store(args) as (app, store):
         try:
             request = retry_parked(store, app, args.command_id)
         except NotParked as exc:
             raise CliError(str(exc)) from exc
-        print(
-            f"retry of {args.command_id} requested ({request}); "
-            "a running service carries it out again"
-        )
+        if args.json:
+            emit_json({"command_id": args.command_id, "request_id": request})
+        else:
+            emit(
+                [
+                    f"retry of {args.command_id} requested ({request}); "
+                    "a running service carries it out again"
+                ]
+            )
     return 0
-
-
-def _print(lines: list[str]) -> None:
-    print("\n".join(lines), flush=True)
 
 
 def _close(store: object) -> None:

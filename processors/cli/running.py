@@ -15,14 +15,21 @@ import threading
 from types import FrameType
 from typing import Any
 
+from decider.processors.app import App
 from decider.processors.base import Processor
+from decider.processors.operations import (
+    HEARTBEAT_EVERY,
+    beat,
+    clear_heartbeat,
+    heartbeat_name,
+)
 from decider.processors.service import Service
+from decider.processors.stuck import StuckWatcher
+from decider.stores.errors import WrongExpectedVersion
+from decider.stores.protocol import CheckpointStore, EventStore
 
 COUNTERS = ("handled", "conflicts", "carried_out", "parked", "fired")
 """The processor counters the progress line shows, where a processor has them."""
-
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-"""How ``decider run`` formats its log lines (on stderr)."""
 
 
 def progress_line(service: Service) -> str:
@@ -50,12 +57,18 @@ def _processor_part(processor: Processor, prefix: str) -> str:
 
 class ProgressReporter:
     """Logs :func:`progress_line` every ``interval`` seconds while it changes (an idle service
-    stays quiet), on a daemon thread; :meth:`stop` logs a last line."""
+    stays quiet), on a daemon thread; :meth:`stop` logs a last line.
+
+    At the same pace it logs a WARNING once for each instance that became stuck (see
+    :class:`~decider.processors.stuck.StuckWatcher`), where a workflow has a
+    ``progress_within``.
+    """
 
     def __init__(self, service: Service, interval: float, logger: logging.Logger) -> None:
         self.service = service
         self.interval = interval
         self.logger = logger
+        self.stuck = StuckWatcher(service.store, service.app)
         self._stop = threading.Event()
         self._last = ""
         self._thread = threading.Thread(target=self._loop, name="decider:progress", daemon=True)
@@ -75,6 +88,23 @@ class ProgressReporter:
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
             self._emit()
+            self._check_stuck()
+
+    def _check_stuck(self) -> None:
+        try:
+            found = self.stuck.poll()
+        except Exception as exc:
+            self.logger.warning("stuck instances not checked: %r", exc)
+            return
+        for instance in found:
+            self.logger.warning(
+                "instance %s is stuck: no event since %s, longer than its workflow's "
+                "progress_within (%s)",
+                instance.stream,
+                instance.updated_at.isoformat(timespec="seconds"),
+                instance.limit,
+                extra={"stream": instance.stream, "workflow": instance.workflow},
+            )
 
     def _emit(self) -> None:
         if not self.service.processors:
@@ -83,6 +113,52 @@ class ProgressReporter:
         if line != self._last:
             self._last = line
             self.logger.info("%s", line)
+
+
+class Heartbeat:
+    """While the block runs, a daemon thread writes the service's heartbeat every
+    :data:`~decider.processors.operations.HEARTBEAT_EVERY` seconds (so ``decider reset``
+    knows a service holds the app); the heartbeat is cleared when the block ends.
+
+    A failed write is logged and tried again at the next beat: it never stops the service.
+    """
+
+    def __init__(self, store: EventStore, app: App) -> None:
+        self.store = store
+        self.app = app
+        self._stop = threading.Event()
+        self._last = 0
+        self._thread = threading.Thread(target=self._loop, name="decider:heartbeat", daemon=True)
+
+    def __enter__(self) -> Heartbeat:
+        if isinstance(self.store, CheckpointStore):
+            self._beat()
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+            with contextlib.suppress(Exception):
+                assert isinstance(self.store, CheckpointStore)
+                clear_heartbeat(self.store, self.app, self._last)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(HEARTBEAT_EVERY):
+            self._beat()
+
+    def _beat(self) -> None:
+        assert isinstance(self.store, CheckpointStore)
+        try:
+            self._last = beat(self.store, self.app)
+        except WrongExpectedVersion:
+            # Another service of the app beat since (EventStoreDB checks the checkpoint's
+            # revision): it is alive too; read its beat, so the next write expects it.
+            with contextlib.suppress(Exception):
+                self.store.load_checkpoint(heartbeat_name(self.app))
+        except Exception:
+            logging.getLogger(__name__).warning("heartbeat not written", exc_info=True)
 
 
 class EarlySignals:

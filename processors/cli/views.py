@@ -8,7 +8,9 @@ from datetime import datetime, timedelta
 
 from decider import Lifecycle, Metadata
 from decider.processors.app import App
+from decider.processors.listing import InstancePage
 from decider.processors.queries import InstanceStatus, InstanceView, ParkedCommand
+from decider.processors.skipped import SkippedInput
 
 _CLOSE = timedelta(seconds=1)
 
@@ -78,5 +80,52 @@ def parked_lines(parked: list[ParkedCommand]) -> list[str]:
             f"  {command.command_id}  {command.command_type}  "
             f"{command.stream}@{command.revision}  attempts={command.attempts}  "
             f"parked_at={command.parked_at.isoformat(timespec='seconds')}  {command.reason}"
+        )
+    return lines
+
+
+def instance_list_lines(page: InstancePage, now: datetime) -> list[str]:
+    """One line per instance: stream, status, events, when it began, how long since its last
+    event (``STUCK`` where it is over its limit), then the next page's cursor if any."""
+    if not page.instances:
+        return ["no instances"]
+    width = max(len(i.stream) for i in page.instances)
+    lines = []
+    for instance in page.instances:
+        idle = _age(now - instance.updated_at)
+        stuck = f"  STUCK (over {_age(instance.stuck_after)})" if instance.stuck_after else ""
+        lines.append(
+            f"{instance.stream:<{width}}  {instance.status.value:<9}  "
+            f"events={instance.events:<3}  "
+            f"started={instance.started_at.isoformat(timespec='seconds')}  "
+            f"idle={idle}{stuck}"
+        )
+    if page.next_after is not None:
+        lines.append(f"more: --after {page.next_after}")
+    return lines
+
+
+def _age(delta: timedelta) -> str:
+    seconds = int(delta.total_seconds())
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 7200:
+        return f"{seconds // 60}m"
+    if seconds < 172800:
+        return f"{seconds // 3600}h"
+    return f"{seconds // 86400}d"
+
+
+def skipped_lines(skipped: list[SkippedInput]) -> list[str]:
+    """One line per skip record: its id, the processor, the event, when, whether re-driven,
+    why."""
+    if not skipped:
+        return ["skipped inputs: none"]
+    lines = [f"skipped inputs ({len(skipped)}):"]
+    for s in skipped:
+        state = f"redriven as {s.redriven_as}" if s.redriven_as else "pending"
+        lines.append(
+            f"  {s.skip_id}  {s.processor}  {s.event_type} at {s.stream}@{s.revision}  "
+            f"skipped_at={s.skipped_at.isoformat(timespec='seconds')}  {state}  {s.reason}"
         )
     return lines

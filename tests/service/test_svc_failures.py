@@ -119,7 +119,10 @@ def test_failing_handler_parks_and_the_workflow_compensates(
     assert service.terminate() == 0
     events = store.read_stream(job.stream("E-11"))
     assert [e.type for e in events] == abandoned_and_ignored
-    assert main(["retry", retried, *uri]) == 0  # parked again, so it can be retried again
+    capsys.readouterr()
+    assert main(["retry", retried, *uri, "--json"]) == 0  # parked again: retried again
+    request = json.loads(capsys.readouterr().out)
+    assert request["command_id"] == retried and request["request_id"]
     assert main(["retry", sent["E-00"], *uri]) == 1
     assert "is not parked" in capsys.readouterr().err
 
