@@ -7,6 +7,8 @@
     decider status --app samples.traffic_fine:app --limit 5
     decider parked --app samples.traffic_fine:app
     decider retry <command-id> --app samples.traffic_fine:app
+    decider diagram samples.traffic_fine:app IssueTrafficFineForSpeedingViolation
+    decider console --app samples.traffic_fine:app --store sqlite:///events.db
 
 ``--store`` defaults to ``$DECIDER_STORE`` and ``--app`` to ``$DECIDER_APP``. Exit status: 0
 done, 1 an operation failed (a store error, a command that is not parked, a stream without
@@ -38,6 +40,7 @@ from decider.processors.cli.loading import (
 )
 from decider.processors.cli.running import LOG_FORMAT, EarlySignals, run_service
 from decider.processors.cli.views import instance_lines, parked_lines, status_lines
+from decider.processors.console.cli import add_commands as add_console_commands
 from decider.processors.errors import NotParked
 from decider.processors.queries import list_parked, retry_parked, show, status
 from decider.processors.service import Service
@@ -136,6 +139,8 @@ def build_parser() -> argparse.ArgumentParser:
     retry.add_argument("--app", help=app_help)
     retry.add_argument("--store", help=store_help)
     retry.set_defaults(command=_retry)
+
+    add_console_commands(commands, app_help, store_help)
     return parser
 
 
