@@ -277,6 +277,12 @@ def test_decider_diagram_prints_the_definition() -> None:
     done = _decider("diagram", "samples.traffic_fine:app", fines.name)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("stateDiagram-v2\n")
+    # The README shows this very output.
+    readme = (ROOT / "README.md").read_text()
+    shown = re.search(
+        rf"\$ decider diagram samples.traffic_fine:app {fines.name}\n(.*?)```", readme, re.S
+    )
+    assert shown is not None and shown.group(1) == done.stdout
     assert _mermaid_edges(done.stdout) == {
         ("[*]", "Initial", ""),
         *((t.source, t.target, t.label) for t in FINES_TRANSITIONS),
