@@ -18,7 +18,16 @@ from typing import Any
 import attrs
 
 from decider import Lifecycle, event_id
-from decider.diagram import Diagram, Transition, explore, observed, path, path_classes, with_path
+from decider.diagram import (
+    Diagram,
+    Transition,
+    explore,
+    observed,
+    path,
+    path_classes,
+    state_name,
+    with_path,
+)
 from decider.processors.app import App, skipped_stream
 from decider.processors.base import Context, Processor
 from decider.processors.clock import Signal, SystemClock
@@ -276,6 +285,13 @@ def definition(app: App, workflow: str, *, seed: int = 0) -> Diagram:
     return explore(registration.workflow, [i.cls for i in registration.inputs.values()], seed=seed)
 
 
+def bare_definition(app: App, workflow: str) -> Diagram:
+    """A definition diagram with the initial state only (when exploring is not possible)."""
+    registration = app.workflows[workflow]
+    initial = state_name(registration.workflow.initial_state)
+    return Diagram(workflow, initial, (initial,), (), {})
+
+
 def observed_diagram(store: EventStore, app: App, workflow: str, limit: int = 2000) -> Diagram:
     """The transitions the (first ``limit``) instances of ``workflow`` took, with counts."""
     registration = app.workflows[workflow]
@@ -302,6 +318,9 @@ def instance_diagram(
     registration = app.workflows[view.workflow]
     steps = path(registration.workflow, [entry.event for entry in view.history])
     diagram = with_path(definition, steps)
+    if steps and view.status not in (Lifecycle.NOT_STARTED, Lifecycle.RUNNING):
+        ended = {steps[-1].target: view.status.value, **diagram.terminals}
+        diagram = attrs.evolve(diagram, terminals=ended)
     return InstanceDiagram(diagram, steps, path_classes(diagram, steps, error=error))
 
 

@@ -32,7 +32,7 @@ from decider.processors.app import App
 from decider.processors.console import data, pages
 from decider.processors.errors import NotParked
 from decider.processors.queries import list_parked, retry_parked, show
-from decider.stores.errors import StoreError
+from decider.stores.errors import CorruptEvent, StoreError
 from decider.stores.protocol import EventStore
 
 LOGGER = logging.getLogger("decider.console")
@@ -79,10 +79,19 @@ class Console:
         self._lock = threading.Lock()
 
     def definition(self, workflow: str) -> Diagram:
-        """The definition diagram of ``workflow`` (explored on first use)."""
+        """The definition diagram of ``workflow`` (explored on first use).
+
+        If it cannot be explored (hypothesis missing, an input type it cannot draw), the
+        diagram holds the initial state only, and pages add the transitions instances took.
+        """
         with self._lock:
             if workflow not in self._definitions:
-                self._definitions[workflow] = data.definition(self.app, workflow)
+                try:
+                    found = data.definition(self.app, workflow)
+                except Exception as exc:
+                    LOGGER.warning("console: cannot explore %s: %r", workflow, exc)
+                    found = data.bare_definition(self.app, workflow)
+                self._definitions[workflow] = found
             return self._definitions[workflow]
 
     def token_ok(self, given: str | None) -> bool:
@@ -135,6 +144,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         except _Answer as answer:
             page = pages.message_page(self.console.chrome, answer.title, answer.text, "/", "error")
             self._send(answer.status, page.encode())
+        except CorruptEvent as exc:
+            page = pages.message_page(self.console.chrome, "Corrupt event", str(exc), "/", "error")
+            self._send(HTTPStatus.UNPROCESSABLE_ENTITY, page.encode())
         except StoreError as exc:
             LOGGER.warning("console: store error: %s", exc)
             page = pages.message_page(

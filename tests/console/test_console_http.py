@@ -8,10 +8,11 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 
 import console_app
 import pytest
-from console_support import XSS, completed, filled_store, stream
+from console_support import XSS, completed, console_process, filled_store, stream
 
 from decider import Lifecycle
 from decider.processors import Service, list_parked
@@ -63,8 +64,13 @@ class Running:
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SqliteEventStore, Service]]:
-    with filled_store(tmp_path_factory.mktemp("console") / "events.db") as world:
+def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("console") / "events.db"
+
+
+@pytest.fixture(scope="module")
+def world(db: Path) -> Iterator[tuple[SqliteEventStore, Service]]:
+    with filled_store(db) as world:
         yield world
 
 
@@ -229,3 +235,34 @@ def test_processors_show_their_checkpoint_and_nothing_pending_once_idle(
     workflow = rows["console-fines.workflow.IssueTrafficFineForSpeedingViolation"]
     assert workflow.checkpoint is not None and workflow.pending == 0
     assert workflow.oldest_pending_at is None
+
+
+def test_an_instance_is_drawn_even_when_its_workflow_cannot_be_explored(
+    world: tuple[SqliteEventStore, Service], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def cannot(*args: object, **kwargs: object) -> None:
+        raise ModuleNotFoundError("No module named 'hypothesis'", name="hypothesis")
+
+    monkeypatch.setattr("decider.processors.console.data.definition", cannot)
+    running = Running(Console(console_app.app, world[0]))
+    try:
+        code, _, body = running.request(f"/instance?stream={stream('PR-1')}")
+    finally:
+        running.close()
+    assert code == 200
+    # The states and transitions the instance took are drawn all the same.
+    for state in ("Initial", "AwaitingSystemNumber", "AwaitingManualIdentificationCode"):
+        assert f'data-state="{state}"' in body
+    assert '<g class="state current terminal" data-state="Final">' in body
+
+
+def test_decider_console_serves_read_only_until_sigterm(
+    world: tuple[SqliteEventStore, Service], db: Path
+) -> None:
+    with console_process(f"sqlite:///{db}") as console:
+        assert console.token is None
+        with urllib.request.urlopen(f"{console.url}instances", timeout=30) as answer:
+            page = answer.read().decode()
+        assert 'class="mode">read-only' in page and stream("PR-WAIT") in page
+        console.process.terminate()
+        assert console.process.wait(30) == 0
