@@ -119,11 +119,14 @@ def console_process(store_uri: str, *extra: str, timeout: float = 60) -> Iterato
         command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT
     )
     lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(
-        target=lambda: [lines.put(line) for line in process.stdout or []], daemon=True
-    ).start()
+
+    def read() -> None:
+        for line in process.stdout or []:
+            lines.put(line)
+
+    threading.Thread(target=read, daemon=True).start()
     try:
-        url, token, seen = None, None, []
+        url, token, seen = None, None, list[str]()
         while url is None or ("--allow-actions" in extra and token is None):
             try:
                 line = lines.get(timeout=timeout)

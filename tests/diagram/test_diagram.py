@@ -37,6 +37,8 @@ from samples.order_fulfilment.messages import (
 )
 from samples.traffic_fine.app import app as fines_app
 from samples.traffic_fine.messages import (
+    Input,
+    Output,
     ParkingViolation,
     PoliceReportPublished,
     SpeedingViolation,
@@ -160,13 +162,13 @@ def test_the_mermaid_text_draws_start_transitions_and_end() -> None:
     }
 
 
-def _history(*inputs: object) -> list[WorkflowEvent[object, object]]:
-    instance, history = start(fines), []
+def _history(*inputs: Input) -> list[WorkflowEvent[Input, Output]]:
+    instance, history = start(fines), list[WorkflowEvent[Input, Output]]()
     for value in inputs:
-        events = handle(fines, instance, value)  # type: ignore[arg-type]
+        events = handle(fines, instance, value)
         history += events
-        instance = advance(fines, instance, events)  # type: ignore[arg-type]
-    return history  # type: ignore[return-value]
+        instance = advance(fines, instance, events)
+    return history
 
 
 SPEEDING = PoliceReportPublished(
