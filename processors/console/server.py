@@ -48,6 +48,9 @@ COOKIE = "decider_console_token"
 """The cookie that carries the action token once the printed URL was opened."""
 
 _MAX_BODY = 16_384
+_PAGES = frozenset(
+    ("/instances", "/instance", "/workflows", "/workflow", "/parked", "/skipped", "/processors")
+)
 _STATIC = {"console.css": "text/css; charset=utf-8"}
 
 
@@ -232,9 +235,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if not self.console.actions or not self.console.token_ok(query.get("token")):
             raise _Answer(HTTPStatus.FORBIDDEN, "Forbidden", "wrong token, or actions are off")
         rest = {k: v for k, v in query.items() if k != "token"}
-        target = path + ("?" + urllib.parse.urlencode(rest) if rest else "")
+        # Back to one of the console's own pages only: never to a path a browser might read
+        # as another site's address ("//host", "/\\host").
+        page = path if path in _PAGES else "/instances"
+        target = page + ("?" + urllib.parse.urlencode(rest) if rest else "")
         cookie = f"{COOKIE}={self.console.token}; HttpOnly; SameSite=Strict; Path=/"
-        self._redirect(target if target.startswith("/") else "/", cookie)
+        self._redirect(target, cookie)
 
     def _static(self, name: str) -> None:
         if name not in _STATIC:

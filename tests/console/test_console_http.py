@@ -155,6 +155,7 @@ def test_the_printed_token_url_sets_a_strict_cookie_that_allows_actions(acting: 
     cookie = headers["Set-Cookie"]
     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
     assert acting.request("/instances?token=wrong")[0] == 403
+    assert acting.request(f"/\\evil.example?token={TOKEN}")[1]["Location"] == "/instances"
     page = acting.request("/confirm?action=retry&id=x")[2]
     assert 'name="token"' in page  # no cookie: the token is asked for
     cookie_header = {"Cookie": cookie.split(";")[0]}
