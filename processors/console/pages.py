@@ -296,6 +296,9 @@ ACTIONS: Mapping[str, str] = {
 }
 """What each action does, as the confirmation page says it."""
 
+_VERBS = {"retry": "Retry the command", "redrive": "Re-drive the input"}
+_BACK = {"retry": "/parked", "redrive": "/skipped"}
+
 
 def confirm_page(chrome: Chrome, action: str, target: str, needs_token: bool) -> str:
     """The confirmation an action needs: what it will do, and a button that does it."""
@@ -309,8 +312,8 @@ def confirm_page(chrome: Chrome, action: str, target: str, needs_token: bool) ->
         f'<p class="confirm-text">{esc(ACTIONS[action].format(id=target))}</p>'
         f'<form class="confirm" method="post" action="/actions/{esc(action)}">'
         f'<input type="hidden" name="id" value="{esc(target)}">{token}'
-        f'<button type="submit" class="danger" id="confirm">Confirm</button> '
-        f'<a href="/">Cancel</a></form>'
+        f'<button type="submit" class="danger" id="confirm">{esc(_VERBS[action])}</button> '
+        f'<a href="{_BACK[action]}">Cancel</a></form>'
     )
     return layout(chrome, "Confirm", body)
 

@@ -156,6 +156,7 @@ def test_a_person_sees_instances_timelines_diagrams_and_retries_a_parked_command
     # The other pages a person reaches from the navigation.
     browser.find_element(By.LINK_TEXT, "Skipped inputs").click()
     _wait(browser, "table.skipped")
+    _screenshot(browser, "skipped")
     assert "the route returned None" in browser.find_element(By.CSS_SELECTOR, "table.skipped").text
     browser.find_element(By.LINK_TEXT, "Processors").click()
     _wait(browser, "table.processors")
@@ -174,6 +175,7 @@ def test_a_person_sees_instances_timelines_diagrams_and_retries_a_parked_command
     browser.find_element(By.LINK_TEXT, "Retry").click()
     _wait(browser, "form.confirm")
     assert "Carry the parked command" in browser.find_element(By.CSS_SELECTOR, ".confirm-text").text
+    _screenshot(browser, "confirm")
     console_app.BROKEN.clear()  # the code service is back
     browser.find_element(By.ID, "confirm").click()
     _wait(browser, "p.notice")
