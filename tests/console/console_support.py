@@ -18,6 +18,7 @@ import console_app
 
 from decider import Lifecycle
 from decider.processors import Service, list_parked, show, status
+from decider.stores.protocol import EventStore
 from decider.stores.sqlite import SqliteEventStore
 from samples.traffic_fine.app import REPORTS_STREAM
 from samples.traffic_fine.messages import (
@@ -46,11 +47,21 @@ def speeding(report_id: str) -> PoliceReportPublished:
 
 @contextmanager
 def filled_store(path: Path) -> Iterator[tuple[SqliteEventStore, Service]]:
-    """A running service on a SQLite store holding: PR-1 (fined, completed), PR-2 (parking,
-    completed), PR-XSS (completed, ``<script>`` in its payload), PR-WAIT (running),
+    """:func:`filled` on a SQLite store at ``path``, closed afterwards."""
+    store = SqliteEventStore(path)
+    try:
+        with filled(store) as service:
+            yield store, service
+    finally:
+        store.close()
+
+
+@contextmanager
+def filled(store: EventStore) -> Iterator[Service]:
+    """A running service on ``store``, which then holds: PR-1 (fined, completed), PR-2
+    (parking, completed), PR-XSS (completed, ``<script>`` in its payload), PR-WAIT (running),
     PR-PARK (running, its code command parked), and one skipped input (no instance to go to)."""
     console_app.BROKEN.set()
-    store = SqliteEventStore(path)
     service = Service(console_app.app, store)
     service.start()
     try:
@@ -75,14 +86,13 @@ def filled_store(path: Path) -> Iterator[tuple[SqliteEventStore, Service]]:
 
         assert service.wait_until(ready, 30), status(store, app)
         assert service.wait_idle(30)
-        yield store, service
+        yield service
     finally:
         service.stop()
-        store.close()
         console_app.BROKEN.set()
 
 
-def completed(store: SqliteEventStore, report_id: str) -> bool:
+def completed(store: EventStore, report_id: str) -> bool:
     """Whether the instance of ``report_id`` has completed."""
     return show(store, console_app.app, stream(report_id)).status is Lifecycle.COMPLETED
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import console_app
 import pytest
-from console_support import XSS, completed, console_process, filled_store, stream
+from console_support import XSS, completed, console_process, filled, filled_store, stream
 
 from decider import Lifecycle
 from decider.processors import Service, list_parked
@@ -20,6 +20,7 @@ from decider.processors.console import Console, make_server
 from decider.processors.console.data import list_instances, list_skipped, processor_rows
 from decider.processors.console.server import CSP
 from decider.stores.sqlite import SqliteEventStore
+from tests.pg_support import fresh_store
 
 TOKEN = "t0ken-for-tests"
 
@@ -267,3 +268,24 @@ def test_decider_console_serves_read_only_until_sigterm(
         assert 'class="mode">read-only' in page and stream("PR-WAIT") in page
         console.process.terminate()
         assert console.process.wait(30) == 0
+
+
+def test_the_console_reads_and_acts_on_postgresql_too() -> None:
+    with fresh_store() as store, filled(store) as service:
+        running = Running(Console(console_app.app, store, actions=True, token=TOKEN))
+        try:
+            for path in PAGES:
+                code, _, body = running.request(path)
+                assert code == 200, (path, body)
+            rows = {r.name: r for r in processor_rows(store, console_app.app)}
+            assert rows["console-fines.commands"].pending == 0
+            command = list_parked(store, console_app.app)[0].command_id
+            console_app.BROKEN.clear()
+            assert running.request("/actions/retry", {"id": command, "token": TOKEN})[0] == 200
+            assert service.wait_until(lambda: completed(store, "PR-PARK"), 30)
+            (skipped,) = list_skipped(store, console_app.app)
+            form = {"id": skipped.record_id, "token": TOKEN}
+            assert running.request("/actions/redrive", form)[0] == 200
+            assert service.wait_until(lambda: len(list_skipped(store, console_app.app)) == 2, 30)
+        finally:
+            running.close()
