@@ -33,6 +33,24 @@ import attrs
 from decider.events import Began, Ignored, InitiatedBy, Received, WorkflowEvent
 from decider.workflow import Instance, Lifecycle, Workflow, advance, handle, start
 
+__all__ = [
+    "CURRENT",
+    "ERROR",
+    "FUTURE",
+    "MERMAID_STYLES",
+    "PAST",
+    "Diagram",
+    "Transition",
+    "explore",
+    "label",
+    "observed",
+    "path",
+    "path_classes",
+    "state_name",
+    "to_mermaid",
+    "with_path",
+]
+
 I = TypeVar("I")  # noqa: E741
 S = TypeVar("S")
 O = TypeVar("O")  # noqa: E741
