@@ -6,8 +6,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test lint types pytest bench clean postgres
+.PHONY: demo test lint types pytest bench clean postgres browser
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,7 +30,13 @@ types: $(STAMP)
 postgres:
 	.ci/ensure-postgres
 
-pytest: $(STAMP) postgres
+# The console's browser test drives Debian's chromium: installed here when missing, never skipped.
+browser:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+		{ $(SUDO) apt-get update && \
+		  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium chromium-driver; }
+
+pytest: $(STAMP) postgres browser
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP) postgres

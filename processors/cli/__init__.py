@@ -11,6 +11,8 @@
     decider list --stuck 15m --json
     decider skipped redrive --all
     decider reset commands --to-time 2026-01-31T12:00Z
+    decider diagram samples.traffic_fine:app IssueTrafficFineForSpeedingViolation
+    decider console --app samples.traffic_fine:app --store sqlite:///events.db
 
 ``--store`` defaults to ``$DECIDER_STORE`` and ``--app`` to ``$DECIDER_APP``. Exit status: 0
 done, 1 an operation failed (a store error, a command that is not parked, a stream without
@@ -51,6 +53,7 @@ from decider.processors.cli.operate import (
 )
 from decider.processors.cli.running import EarlySignals, Heartbeat, run_service
 from decider.processors.cli.views import instance_lines, parked_lines, status_lines
+from decider.processors.console.cli import add_commands as add_console_commands
 from decider.processors.errors import NotParked
 from decider.processors.queries import list_parked, retry_parked, show, status
 from decider.processors.service import Service
@@ -184,6 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
     retry.add_argument("--json", action="store_true", help="print one JSON document")
     retry.set_defaults(command=_retry)
     add_operator_commands(commands)
+
+    add_console_commands(commands, app_help, store_help)
     return parser
 
 

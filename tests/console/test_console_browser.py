@@ -1,0 +1,197 @@
+"""The console seen in a real headless browser (Debian's chromium, driven by Selenium).
+
+The store holds completed, running and parked instances and a skipped input; the console runs
+as a ``decider console`` process and a service runs beside it in this process, so a retry
+clicked in the browser is carried out for real. No skip: without chromium and chromedriver
+this test fails (``make test`` installs them).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from selenium import webdriver
+from selenium.common.exceptions import TimeoutException
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support import expected_conditions
+from selenium.webdriver.support.wait import WebDriverWait
+
+from decider.processors import Service
+from decider.stores.sqlite import SqliteEventStore
+from tests.console.console_support import (
+    XSS,
+    ConsoleProcess,
+    completed,
+    console_process,
+    filled_store,
+    stream,
+)
+from tests.support import console_app
+
+SCREENSHOTS = "DECIDER_SCREENSHOTS"
+"""A folder to save the pages' screenshots into, for a person to look at (optional)."""
+
+
+@pytest.fixture
+def browser() -> Iterator[WebDriver]:
+    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if chromium is None or driver is None:
+        pytest.fail(
+            "chromium and chromedriver are needed: `make test` installs them "
+            "(apt-get install chromium chromium-driver)"
+        )
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for argument in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--window-size=1400,1100",
+        "--disable-gpu",
+    ):
+        options.add_argument(argument)
+    session = webdriver.Chrome(options=options, service=webdriver.ChromeService(driver))
+    try:
+        yield session
+    finally:
+        session.quit()
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[tuple[SqliteEventStore, Service, ConsoleProcess]]:
+    db = tmp_path / "events.db"
+    with (
+        filled_store(db) as (store, service),
+        console_process(f"sqlite:///{db}", "--allow-actions") as console,
+    ):
+        yield store, service, console
+
+
+def _wait(browser: WebDriver, css: str) -> None:
+    try:
+        WebDriverWait(browser, 20).until(
+            expected_conditions.presence_of_element_located((By.CSS_SELECTOR, css))
+        )
+    except TimeoutException:
+        text = browser.find_element(By.TAG_NAME, "body").text
+        raise AssertionError(f"no {css} at {browser.current_url}; the page says:\n{text}") from None
+
+
+def _screenshot(browser: WebDriver, name: str) -> None:
+    folder = os.environ.get(SCREENSHOTS)
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        browser.save_screenshot(str(Path(folder) / f"{name}.png"))
+
+
+def _row(browser: WebDriver, text: str) -> str:
+    rows = [r.text for r in browser.find_elements(By.CSS_SELECTOR, "table.instances tbody tr")]
+    matching = [r for r in rows if text in r]
+    assert len(matching) == 1, rows
+    return matching[0]
+
+
+def test_a_person_sees_instances_timelines_diagrams_and_retries_a_parked_command(
+    browser: WebDriver, world: tuple[SqliteEventStore, Service, ConsoleProcess]
+) -> None:
+    store, service, console = world
+    assert console.token is not None
+    # The printed URL with its token unlocks the actions in this browser.
+    browser.get(f"{console.url}?token={console.token}")
+    _wait(browser, "table.instances")
+    assert browser.current_url == f"{console.url}instances"
+    assert "completed" in _row(browser, stream("PR-1"))
+    assert "completed" in _row(browser, stream("PR-2"))
+    assert "running" in _row(browser, stream("PR-WAIT"))
+    parked_row = _row(browser, stream("PR-PARK"))
+    assert "running" in parked_row and "stuck" in parked_row
+    _screenshot(browser, "instances")
+
+    # Filters: running only.
+    browser.get(f"{console.url}instances?status=running")
+    _wait(browser, "table.instances")
+    shown = browser.find_element(By.CSS_SELECTOR, "table.instances tbody").text
+    assert stream("PR-WAIT") in shown and stream("PR-PARK") in shown
+    assert stream("PR-1") not in shown
+
+    # The parked instance: its timeline, its state, its path drawn as SVG.
+    browser.find_element(By.LINK_TEXT, stream("PR-PARK")).click()
+    _wait(browser, "svg.diagram")
+    types = [e.text for e in browser.find_elements(By.CSS_SELECTOR, ".timeline .event .type")]
+    assert types[:3] == [
+        "Began",
+        "InitiatedBy:fines.PoliceReportPublished",
+        "Sent:fines.GenerateTrafficFineSystemNumber",
+    ]
+    assert "Received:fines.TrafficFineSystemNumberGenerated" in types
+    payloads = browser.find_elements(By.CSS_SELECTOR, ".timeline .payload")
+    assert '"police_report_id": "PR-PARK"' in payloads[1].text
+    assert "message_id" in browser.find_elements(By.CSS_SELECTOR, ".timeline .metadata")[1].text
+    assert (
+        "AwaitingManualIdentificationCode"
+        in browser.find_element(By.CSS_SELECTOR, "code.state").text
+    )
+    diagram = browser.find_element(By.CSS_SELECTOR, "svg.diagram")
+    assert diagram.size["width"] > 200 and diagram.size["height"] > 200
+    states = {
+        g.get_attribute("data-state"): g.get_attribute("class") or ""
+        for g in diagram.find_elements(By.CSS_SELECTOR, "g.state")
+    }
+    assert set(states) == {
+        "Initial",
+        "AwaitingSystemNumber",
+        "AwaitingManualIdentificationCode",
+        "Final",
+    }
+    assert "past" in states["Initial"] and "past" in states["AwaitingSystemNumber"]
+    assert "error" in states["AwaitingManualIdentificationCode"]  # its command is parked
+    assert "future" in states["Final"]
+    _screenshot(browser, "instance-parked")
+
+    # The stored <script> shows as text and runs nowhere.
+    browser.get(f"{console.url}instance?stream={stream('PR-XSS')}")
+    _wait(browser, ".timeline")
+    assert any(XSS in p.text for p in browser.find_elements(By.CSS_SELECTOR, ".timeline .payload"))
+    assert browser.find_elements(By.TAG_NAME, "script") == []
+    assert browser.title != "pwned"
+
+    # The other pages a person reaches from the navigation.
+    browser.find_element(By.LINK_TEXT, "Skipped inputs").click()
+    _wait(browser, "table.skipped")
+    _screenshot(browser, "skipped")
+    assert "the route returned None" in browser.find_element(By.CSS_SELECTOR, "table.skipped").text
+    browser.find_element(By.LINK_TEXT, "Processors").click()
+    _wait(browser, "table.processors")
+    assert (
+        "console-fines.commands" in browser.find_element(By.CSS_SELECTOR, "table.processors").text
+    )
+    browser.find_element(By.LINK_TEXT, "Workflows").click()
+    browser.find_element(By.LINK_TEXT, "IssueTrafficFineForSpeedingViolation").click()
+    _wait(browser, "svg.diagram")
+    assert len(browser.find_elements(By.CSS_SELECTOR, "svg.diagram")) == 2  # definition, observed
+    _screenshot(browser, "workflow")
+
+    # Retry the parked command, behind its confirmation; the service carries it out.
+    browser.find_element(By.LINK_TEXT, "Parked commands").click()
+    _wait(browser, "table.parked")
+    browser.find_element(By.LINK_TEXT, "Retry").click()
+    _wait(browser, "form.confirm")
+    assert "Carry the parked command" in browser.find_element(By.CSS_SELECTOR, ".confirm-text").text
+    _screenshot(browser, "confirm")
+    console_app.BROKEN.clear()  # the code service is back
+    browser.find_element(By.ID, "confirm").click()
+    _wait(browser, "p.notice")
+    assert "requested" in browser.find_element(By.CSS_SELECTOR, "p.notice").text
+    assert service.wait_until(lambda: completed(store, "PR-PARK"), 30)
+    browser.get(f"{console.url}instance?stream={stream('PR-PARK')}")
+    _wait(browser, "svg.diagram")
+    assert browser.find_element(By.CSS_SELECTOR, ".summary .badge").text == "completed"
+    final = browser.find_element(By.CSS_SELECTOR, 'g.state[data-state="Final"]')
+    assert "current" in (final.get_attribute("class") or "")
+    browser.find_element(By.LINK_TEXT, "Parked commands").click()
+    _wait(browser, "main p.empty")
