@@ -7,16 +7,20 @@ their own.
 """
 
 from decider.codec import Codec, event_kind
-from decider.commands import Command, Complete, Publish, Reply, Schedule, Send
+from decider.commands import Cancel, Command, Complete, Fail, Publish, Reply, Schedule, Send
 from decider.errors import (
     DeciderError,
     DecodeError,
+    InvalidDecision,
     MessageRegistrationError,
     UnknownMessageType,
+    WorkflowDefinitionError,
 )
 from decider.events import (
     Began,
+    Cancelled,
     Completed,
+    Failed,
     Ignored,
     InitiatedBy,
     Published,
@@ -28,15 +32,19 @@ from decider.events import (
 )
 from decider.ids import event_id, new_id
 from decider.messages import REGISTRY, Envelope, MessageRegistry, Metadata, message, type_name_of
-from decider.system import CommandFailed
+from decider.system import CancelRequested, CommandFailed
 from decider.workflow import (
     Instance,
     Lifecycle,
+    OnError,
     Workflow,
     advance,
+    began_version,
     fold,
     handle,
+    handle_cancel,
     lifecycle,
+    record_failure,
     start,
     translate,
 )
@@ -44,6 +52,9 @@ from decider.workflow import (
 __all__ = [
     "REGISTRY",
     "Began",
+    "Cancel",
+    "CancelRequested",
+    "Cancelled",
     "Codec",
     "Command",
     "CommandFailed",
@@ -52,13 +63,17 @@ __all__ = [
     "DecodeError",
     "DeciderError",
     "Envelope",
+    "Fail",
+    "Failed",
     "Ignored",
     "InitiatedBy",
     "Instance",
+    "InvalidDecision",
     "Lifecycle",
     "MessageRegistrationError",
     "MessageRegistry",
     "Metadata",
+    "OnError",
     "Publish",
     "Published",
     "Received",
@@ -70,15 +85,19 @@ __all__ = [
     "Sent",
     "UnknownMessageType",
     "Workflow",
+    "WorkflowDefinitionError",
     "WorkflowEvent",
     "advance",
+    "began_version",
     "event_id",
     "event_kind",
     "fold",
     "handle",
+    "handle_cancel",
     "lifecycle",
     "message",
     "new_id",
+    "record_failure",
     "start",
     "translate",
     "type_name_of",
