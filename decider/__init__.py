@@ -32,6 +32,7 @@ from decider.events import (
 )
 from decider.ids import event_id, new_id
 from decider.messages import REGISTRY, Envelope, MessageRegistry, Metadata, message, type_name_of
+from decider.snapshots import Restored, StateCodec, snapshot_due
 from decider.system import CancelRequested, CommandFailed
 from decider.workflow import (
     Instance,
@@ -79,10 +80,12 @@ __all__ = [
     "Received",
     "Replied",
     "Reply",
+    "Restored",
     "Schedule",
     "Scheduled",
     "Send",
     "Sent",
+    "StateCodec",
     "UnknownMessageType",
     "Workflow",
     "WorkflowDefinitionError",
@@ -98,6 +101,7 @@ __all__ = [
     "message",
     "new_id",
     "record_failure",
+    "snapshot_due",
     "start",
     "translate",
     "type_name_of",
