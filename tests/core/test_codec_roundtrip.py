@@ -14,8 +14,10 @@ import samples.traffic_fine.messages
 from decider import (
     REGISTRY,
     Began,
+    Cancelled,
     Codec,
     Completed,
+    Failed,
     Ignored,
     InitiatedBy,
     Metadata,
@@ -44,6 +46,8 @@ DELAYS = st.timedeltas(min_value=timedelta(0), max_value=timedelta(days=3650))
 WORKFLOW_EVENTS = st.one_of(
     st.just(Began()),
     st.just(Completed()),
+    st.builds(Failed, st.text()),
+    st.builds(Cancelled, st.text()),
     st.builds(InitiatedBy, ANY_SAMPLE_MESSAGE),
     st.builds(Received, ANY_SAMPLE_MESSAGE),
     st.builds(Replied, ANY_SAMPLE_MESSAGE),
