@@ -144,7 +144,7 @@ class WorkflowSpec(Generic[I, S, O]):
     registry: MessageRegistry | None = attrs.field(default=REGISTRY, kw_only=True)
     decides_cancel: bool = attrs.field(default=True, kw_only=True)
 
-    def given(self, *history: I | WorkflowEvent[I, O]) -> Given[I, S, O]:
+    def given(self, *history: I | CancelRequested | WorkflowEvent[I, O]) -> Given[I, S, O]:
         """The instance after ``history``: past inputs and workflow events, in order.
 
         An input is handled through ``decide`` and the translator, exactly as a processor
@@ -175,7 +175,7 @@ class WorkflowSpec(Generic[I, S, O]):
             decides_cancel=self.decides_cancel,
         )
 
-    def when(self, input: I) -> Outcome[I, S, O]:
+    def when(self, input: I | CancelRequested) -> Outcome[I, S, O]:
         """The outcome of ``input`` as the first input of a new instance."""
         return self.given().when(input)
 
@@ -191,7 +191,7 @@ class Given(Generic[I, S, O]):
     registry: MessageRegistry | None = attrs.field(default=REGISTRY, kw_only=True)
     decides_cancel: bool = attrs.field(default=True, kw_only=True)
 
-    def when(self, input: I) -> Outcome[I, S, O]:
+    def when(self, input: I | CancelRequested) -> Outcome[I, S, O]:
         """Handle ``input`` as a processor would; an exception ``decide`` raises is kept.
 
         Fails at once if the input or a decision carries a message that is not registered.
@@ -205,7 +205,10 @@ class Given(Generic[I, S, O]):
 
 
 def deliver(
-    workflow: Workflow[I, S, O], instance: Instance[S], input: I, decides_cancel: bool
+    workflow: Workflow[I, S, O],
+    instance: Instance[S],
+    input: I | CancelRequested,
+    decides_cancel: bool,
 ) -> list[WorkflowEvent[I, O]]:
     """The events ``input`` adds to ``instance``, as a processor records them: a cancel
     request through :func:`decider.handle_cancel`, any other input through
@@ -233,7 +236,7 @@ class Outcome(Generic[I, S, O]):
     """
 
     given: Given[I, S, O]
-    input: I
+    input: I | CancelRequested
     events: tuple[WorkflowEvent[I, O], ...] | None
     error: Exception | None
 
