@@ -62,7 +62,7 @@ def test_both_samples_messages_are_all_covered() -> None:
     names = [name for name, _ in SAMPLE_MESSAGES]
 
     assert sum(name.startswith("fines.") for name in names) == 6
-    assert sum(name.startswith("orders.") for name in names) == 13
+    assert sum(name.startswith("orders.") for name in names) == 14
 
 
 @pytest.mark.parametrize(("name", "cls"), SAMPLE_MESSAGES, ids=[n for n, _ in SAMPLE_MESSAGES])
