@@ -7,6 +7,7 @@
     decider status --app samples.traffic_fine:app --limit 5
     decider parked --app samples.traffic_fine:app
     decider retry <command-id> --app samples.traffic_fine:app
+    decider replay-check --app samples.traffic_fine:app --limit 100
 
 ``--store`` defaults to ``$DECIDER_STORE`` and ``--app`` to ``$DECIDER_APP``. Exit status: 0
 done, 1 an operation failed (a store error, a command that is not parked, a stream without
@@ -40,6 +41,7 @@ from decider.processors.cli.running import LOG_FORMAT, EarlySignals, run_service
 from decider.processors.cli.views import instance_lines, parked_lines, status_lines
 from decider.processors.errors import NotParked
 from decider.processors.queries import list_parked, retry_parked, show, status
+from decider.processors.replay_check import replay_stored
 from decider.processors.service import Service
 from decider.stores.errors import StoreError
 from decider.stores.protocol import EventStore
@@ -136,6 +138,16 @@ def build_parser() -> argparse.ArgumentParser:
     retry.add_argument("--app", help=app_help)
     retry.add_argument("--store", help=store_help)
     retry.set_defaults(command=_retry)
+
+    replay = commands.add_parser(
+        "replay-check",
+        help="replay stored instances through the current code; exit 1 if any differ",
+    )
+    replay.add_argument("--app", help=app_help)
+    replay.add_argument("--store", help=store_help)
+    replay.add_argument("--workflow", help="only this workflow's instances")
+    replay.add_argument("--limit", type=int, help="replay at most this many instances")
+    replay.set_defaults(command=_replay_check)
     return parser
 
 
@@ -228,6 +240,19 @@ def _retry(args: argparse.Namespace) -> int:
             "a running service carries it out again"
         )
     return 0
+
+
+def _replay_check(args: argparse.Namespace) -> int:
+    if args.limit is not None and args.limit < 0:
+        raise UsageError(f"--limit must be >= 0, got {args.limit}")
+    with _app_and_store(args) as (app, store):
+        try:
+            replays = replay_stored(store, app, workflow=args.workflow, limit=args.limit)
+        except KeyError as exc:
+            raise UsageError(exc.args[0] if exc.args else str(exc)) from exc
+    differing = [str(replay) for replay in replays if not replay.report.ok]
+    _print([*differing, f"{len(replays)} instances replayed, {len(differing)} differ"])
+    return 1 if differing else 0
 
 
 def _print(lines: list[str]) -> None:
