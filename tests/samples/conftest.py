@@ -1,4 +1,4 @@
-"""Fixtures of the sample apps' service tests: the same test on memory, SQLite and PostgreSQL."""
+"""Fixtures of the sample apps' service tests: the same test on every store."""
 
 from __future__ import annotations
 
@@ -13,14 +13,29 @@ from decider.stores.protocol import EventStore, Filter, RecordedEvent
 from decider.stores.sqlite import SqliteEventStore
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
+@pytest.fixture(params=["memory", "sqlite", "postgres", "esdb"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[EventStore]:
-    """A fresh, empty store of each kind the samples run on."""
+    """A fresh, empty store of each kind the samples run on (EventStoreDB: the in-process
+    test server, one per test)."""
     if request.param == "postgres":
         from tests.pg_support import fresh_store
 
         with fresh_store() as pg:
             yield pg
+        return
+    if request.param == "esdb":
+        from decider.stores.esdb import EsdbEventStore
+        from decider.stores.esdb_testserver import EsdbTestServer
+
+        server = EsdbTestServer().start()
+        try:
+            esdb = EsdbEventStore(server.uri)
+            try:
+                yield esdb
+            finally:
+                esdb.close()
+        finally:
+            server.stop()
         return
     opened: EventStore = (
         MemoryEventStore() if request.param == "memory" else SqliteEventStore(tmp_path / "e.db")
