@@ -81,7 +81,8 @@ class Workflow(Generic[I, S, O]):
     - ``on_error``: what happens when ``decide`` raises. ``"skip"`` (the default): the input
       is not recorded (a processor logs it in its skipped-inputs stream) and the instance
       carries on as if it never came. ``"fail"``: the input is recorded, then
-      ``Failed("<ExceptionType>: <text>")``, and the instance is over (:func:`handle` does it).
+      ``Failed("decide raised <ExceptionType>: <text>")``, and the instance is over
+      (:func:`handle` does it).
     - ``version``: a name for this code of the workflow (``"2024-06-orders-v3"``), recorded in
       the metadata of each instance's ``Began`` event so that a replay check can tell which
       code began an instance. ``None`` (the default) records none.
