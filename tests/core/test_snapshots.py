@@ -193,3 +193,36 @@ def test_a_snapshot_is_due_each_time_an_append_passes_a_multiple_of_the_interval
 ) -> None:
     assert snapshot_due(snapshotted, before, after) is due
     assert snapshot_due(workflow, before, after) is False  # no snapshot_every: never
+
+
+def _quote_scenario() -> tuple[Workflow[Any, Any, Any], list[Any]]:
+    from samples.quotes import workflow as quotes
+    from samples.quotes.messages import AcceptQuote, QuoteLine, RequestQuote
+
+    lines = (QuoteLine(sku="teapot", quantity=4),)
+    request = RequestQuote(quote_id="q", customer_id="c", lines=lines)
+    return quotes, [request, AcceptQuote(quote_id="q")]
+
+
+def _fine_scenario() -> tuple[Workflow[Any, Any, Any], list[Any]]:
+    from samples.traffic_fine import workflow as fines
+    from samples.traffic_fine.messages import (
+        PoliceReportPublished,
+        SpeedingViolation,
+        TrafficFineSystemNumberGenerated,
+    )
+
+    offense = SpeedingViolation(maximum_speed="50", measured_speed="70")
+    report = PoliceReportPublished(police_report_id="r", offense=offense)
+    return fines, [report, TrafficFineSystemNumberGenerated(police_report_id="r", number="n")]
+
+
+@pytest.mark.parametrize("scenario", [_quote_scenario, _fine_scenario], ids=["quotes", "fines"])
+def test_the_other_samples_states_come_back_from_their_snapshots(scenario: Any) -> None:
+    sample, inputs = scenario()
+    states = StateCodec(sample)
+    instance = start(sample)
+    for input in inputs:
+        instance = advance(sample, instance, handle(sample, instance, input))
+
+        assert states.decode(states.encode(instance)).instance == instance
