@@ -1,7 +1,8 @@
 """decider: event-sourced workflows as pure decide/evolve functions.
 
 The pure core: messages, commands, workflow events, the :class:`Workflow` triple,
-:func:`fold`, :func:`translate`, the codec and deterministic ids. It does no I/O and imports
+:func:`fold`, :func:`translate`, :func:`handle` and its lifecycle rules, the codec,
+deterministic ids and snapshots of a state. It does no I/O and imports
 nothing from :mod:`decider.stores` or :mod:`decider.processors`, which are imported on
 their own.
 """

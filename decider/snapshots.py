@@ -93,6 +93,13 @@ class StateCodec(Generic[S]):
     Built once per workflow (it prepares a converter for the state's type). A state that is a
     union of classes (``Initial | AwaitingPayment | ...``) is stored with its class name under
     ``"_type"``; messages inside it are stored as the :class:`~decider.Codec` stores them.
+
+    >>> counter = Workflow("Count", 0, lambda s, e: s + 1, lambda i, s: [], state_type=int)
+    >>> states = StateCodec(counter)
+    >>> data = states.encode(Instance(7, Lifecycle.RUNNING, 7), handled={"msg_1"})
+    >>> restored = states.decode(data)
+    >>> restored.instance.state, restored.instance.version, restored.handled
+    (7, 7, frozenset({'msg_1'}))
     """
 
     def __init__(self, workflow: Workflow[Any, S, Any], codec: Codec | None = None) -> None:
