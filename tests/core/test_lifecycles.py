@@ -6,6 +6,8 @@ from collections.abc import Sequence
 
 import attrs
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from decider import (
     Began,
@@ -205,3 +207,27 @@ def test_terminal_events_are_stored_under_their_own_names_with_the_reason(
 def test_a_terminal_event_without_a_reason_string_does_not_decode(data: bytes) -> None:
     with pytest.raises(DecodeError, match="cannot decode 'Failed'"):
         Codec().decode_event("Failed", data)
+
+
+ANY_EVENT = st.one_of(
+    st.just(Began()),
+    st.builds(InitiatedBy, st.text(max_size=3)),
+    st.builds(Received, st.text(max_size=3)),
+    st.builds(Sent, st.text(max_size=3)),
+    st.just(Completed()),
+    st.builds(Failed, st.text(max_size=3)),
+    st.builds(Cancelled, st.text(max_size=3)),
+    st.builds(Ignored, st.text(max_size=3), st.text(max_size=3)),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(ANY_EVENT, max_size=12))
+def test_lifecycle_and_advance_agree_on_any_sequence_of_events(
+    events: list[WorkflowEvent[str, str]],
+) -> None:
+    instance = start(counter)
+    for event in events:  # one event at a time, and all at once, as processors do both
+        instance = advance(counter, instance, [event])
+
+    assert lifecycle(events) is instance.status is advance(counter, start(counter), events).status
