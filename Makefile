@@ -23,7 +23,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 types: $(STAMP)
-	$(BIN)/mypy decider samples benchmarks
+	$(BIN)/mypy decider samples benchmarks tests
 
 # The PostgreSQL tests need the local server: started here if it is down, never skipped.
 postgres:

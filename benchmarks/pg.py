@@ -16,7 +16,8 @@ import os
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from urllib.parse import urlsplit, urlunsplit
+
+from decider.stores.redact import redact_uri
 
 DEFAULT_URI = "postgresql://postgres@127.0.0.1:5432/test"
 """The server used when ``PG_URI`` is not set (the tests' default)."""
@@ -38,23 +39,9 @@ def uri() -> str:
 
 
 def redact(conninfo: str) -> str:
-    """``conninfo`` with any password replaced by ``***`` (for messages)."""
-    if "://" in conninfo:
-        parts = urlsplit(conninfo)
-        netloc = parts.netloc
-        if "@" in netloc:
-            user, _, host = netloc.rpartition("@")
-            if ":" in user:
-                netloc = f"{user.split(':', 1)[0]}:***@{host}"
-        query = "&".join(
-            "password=***" if item.lower().startswith("password=") else item
-            for item in parts.query.split("&")
-        )
-        return urlunsplit(parts._replace(netloc=netloc, query=query))
-    return " ".join(
-        "password=***" if item.lower().startswith("password=") else item
-        for item in conninfo.split()
-    )
+    """``conninfo`` with any password replaced by ``***`` (for messages): the stores' one
+    redaction, :func:`decider.stores.redact.redact_uri`."""
+    return redact_uri(conninfo)
 
 
 def check_reachable(conninfo: str) -> None:

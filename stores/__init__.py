@@ -2,6 +2,8 @@
 
 from decider.stores.errors import (
     CorruptEvent,
+    InvalidName,
+    PermanentStoreError,
     StoreError,
     StoreUnavailable,
     StreamDeleted,
@@ -26,6 +28,7 @@ from decider.stores.protocol import (
     Subscription,
     TransactionalStore,
 )
+from decider.stores.redact import redact_uri
 from decider.stores.uri import open_store
 
 __all__ = [
@@ -40,7 +43,9 @@ __all__ = [
     "EventStore",
     "ExpectedRevision",
     "Filter",
+    "InvalidName",
     "NewEvent",
+    "PermanentStoreError",
     "RecordedEvent",
     "StoreError",
     "StoreUnavailable",
@@ -52,4 +57,5 @@ __all__ = [
     "UnsupportedStoreURI",
     "WrongExpectedVersion",
     "open_store",
+    "redact_uri",
 ]

@@ -47,6 +47,7 @@ from decider.stores._contract.extras import (
     TransactionContract,
 )
 from decider.stores._contract.log import LogContract
+from decider.stores._contract.names import NameContract
 from decider.stores._contract.stateful import comparison_machine
 from decider.stores._contract.streams import StreamContract
 from decider.stores._contract.support import (
@@ -76,6 +77,7 @@ class EventStoreContract(
     CheckpointContract,
     TransactionContract,
     ConcurrencyContract,
+    NameContract,
 ):
     """The shared store suite; a store passes it by a one-line subclass named ``Test...``.
 
@@ -107,4 +109,5 @@ class EventStoreContract(
         return open_scope(store)
 
     def test_matches_the_reference_store(self, store: EventStore) -> None:
+        """Random sequences of operations give what the in-memory reference store gives."""
         run_state_machine_as_test(comparison_machine(store), settings=self.stateful_settings)

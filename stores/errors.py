@@ -8,10 +8,18 @@ so processors handle one tree::
     ├── StreamDeleted          the stream was deleted (tombstoned) and cannot be written or read
     ├── StoreUnavailable       the backend cannot be reached or timed out; retrying may help
     ├── CorruptEvent           a stored event cannot be decoded (bad JSON, unknown type)
+    ├── PermanentStoreError    the store can never accept this request; retrying cannot help
+    │   └── InvalidName        a stream name, event type or checkpoint name the store cannot hold
     └── UnsupportedStoreURI    a store URI with an unknown scheme or malformed parts
+
+Transient and permanent: :class:`StoreUnavailable` says *retry later*;
+:class:`PermanentStoreError` says *the request itself is at fault*: a processor skips the input
+that led to it. Messages never hold a password (:func:`decider.stores.redact.redact_uri`).
 """
 
 from __future__ import annotations
+
+from decider.stores.redact import redact_text, redact_uri
 
 
 class StoreError(Exception):
@@ -61,10 +69,36 @@ class CorruptEvent(StoreError):
         super().__init__(f"corrupt event at {stream!r} revision {revision}: {reason}")
 
 
+class PermanentStoreError(StoreError):
+    """The store rejected a request that it will reject every time (the data is at fault).
+
+    Nothing of the request was written. Retrying the same request cannot succeed.
+    """
+
+
+class InvalidName(PermanentStoreError):
+    """A name the store cannot hold: ``kind`` is ``"stream name"``, ``"event type"`` or
+    ``"checkpoint name"``; ``reason`` says which limit it breaks (see docs/stores.md).
+
+    Raised before anything is written or read; the message shows the name shortened.
+    """
+
+    def __init__(self, kind: str, name: str, reason: str) -> None:
+        self.kind = kind
+        self.name = name
+        self.reason = reason
+        shown = repr(name) if len(name) <= 80 else repr(name[:60]) + f"... ({len(name)} chars)"
+        super().__init__(f"invalid {kind} {shown}: {reason}")
+
+
 class UnsupportedStoreURI(StoreError, ValueError):
-    """A store URI whose scheme is unknown or whose parts are malformed."""
+    """A store URI whose scheme is unknown or whose parts are malformed.
+
+    ``uri`` and the message hold the URI with its secrets hidden
+    (:func:`~decider.stores.redact.redact_uri`), and so does ``reason``.
+    """
 
     def __init__(self, uri: str, reason: str) -> None:
-        self.uri = uri
-        self.reason = reason
-        super().__init__(f"unsupported store URI {uri!r}: {reason}")
+        self.uri = redact_uri(uri)
+        self.reason = redact_text(reason, uri)
+        super().__init__(f"unsupported store URI {self.uri!r}: {self.reason}")

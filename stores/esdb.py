@@ -32,7 +32,7 @@ import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
 
 import esdbclient
 import esdbclient.exceptions as esdb_errors
@@ -46,6 +46,7 @@ from decider.stores.errors import (
     UnsupportedStoreURI,
     WrongExpectedVersion,
 )
+from decider.stores.names import CHECKPOINT, DEFAULT, NameRules
 from decider.stores.protocol import (
     ALL,
     ANY,
@@ -58,6 +59,7 @@ from decider.stores.protocol import (
     NewEvent,
     RecordedEvent,
 )
+from decider.stores.redact import redact_uri
 
 CHECKPOINT_STREAM_PREFIX = "decider-checkpoint-"
 """Processor ``name`` keeps its position in stream ``decider-checkpoint-<name>``."""
@@ -259,6 +261,10 @@ class EsdbEventStore:
     same expectation succeeds without writing (EventStoreDB's idempotency).
     """
 
+    name_rules: ClassVar[NameRules] = DEFAULT
+    """The names this store holds (:mod:`decider.stores.names`); others raise
+    :class:`~decider.stores.errors.InvalidName` before anything is written or read."""
+
     def __init__(self, uri: str) -> None:
         try:
             self._client = EventStoreDBClient(uri)
@@ -266,10 +272,14 @@ class EsdbEventStore:
             raise UnsupportedStoreURI(uri, str(exc)) from exc
         except esdb_errors.EventStoreDBClientException as exc:  # discovery (esdb+discover://)
             raise map_error(exc) from exc
+        self._shown = redact_uri(uri)
         self._subscriptions: set[EsdbSubscription] = set()
         self._checkpoint_revisions: dict[str, int] = {}
         self._lock = threading.Lock()
         self._closed = False
+
+    def __repr__(self) -> str:
+        return f"EsdbEventStore({self._shown!r})"
 
     def append(
         self, stream: str, events: Sequence[NewEvent], expected_revision: ExpectedRevision
@@ -280,6 +290,7 @@ class EsdbEventStore:
         :class:`~decider.stores.errors.StreamDeleted` for a tombstoned stream.
         """
         validate_append(len(events), expected_revision)
+        self.name_rules.check_append(stream, events)
         self._check_open()
         current: int | StreamState = (
             expected_revision if isinstance(expected_revision, int) else _STATES[expected_revision]
@@ -327,6 +338,7 @@ class EsdbEventStore:
         """The stream's events from ``from_revision`` on, forwards; ``[]`` for a missing
         (or soft-deleted) stream; :class:`~decider.stores.errors.StreamDeleted` if tombstoned."""
         check_read_args(from_revision, limit)
+        self.name_rules.check_stream(stream)
         self._check_open()
         if limit == 0:
             return []
@@ -385,6 +397,7 @@ class EsdbEventStore:
 
     def load_checkpoint(self, name: str) -> int | None:
         """The last position saved for processor ``name``, or ``None``."""
+        self.name_rules.check(CHECKPOINT, name)
         self._check_open()
         stream = CHECKPOINT_STREAM_PREFIX + name
         try:
@@ -408,6 +421,7 @@ class EsdbEventStore:
         Raises :class:`~decider.stores.errors.WrongExpectedVersion` if another writer moved the
         checkpoint since this store last read or wrote it (two processors with one name).
         """
+        self.name_rules.check(CHECKPOINT, name)
         self._check_open()
         stream = CHECKPOINT_STREAM_PREFIX + name
         with self._lock:

@@ -11,9 +11,11 @@ import threading
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from typing import ClassVar
 
 from decider.stores._expectations import Stored, check_read_args, plan_append, validate_append
 from decider.stores.errors import StoreError
+from decider.stores.names import CHECKPOINT, DEFAULT, NameRules
 from decider.stores.protocol import (
     ALL,
     AppendResult,
@@ -39,6 +41,10 @@ class MemoryEventStore:
     WARNING: nothing is durable; the log lives as long as the object.
     """
 
+    name_rules: ClassVar[NameRules] = DEFAULT
+    """The names this store holds (:mod:`decider.stores.names`); others raise
+    :class:`~decider.stores.errors.InvalidName` before anything is written or read."""
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._log: list[RecordedEvent] = []
@@ -57,6 +63,7 @@ class MemoryEventStore:
         re-appending stored ids with the same expectation returns the stored result.
         """
         validate_append(len(events), expected_revision)
+        self.name_rules.check_append(stream, events)
         with self._lock:
             self._check_open()
             result = self._append_locked(stream, events, expected_revision)
@@ -71,6 +78,9 @@ class MemoryEventStore:
         """Apply every append and the checkpoint atomically: all of them, or none."""
         for item in appends:
             validate_append(len(item.events), item.expected_revision)
+            self.name_rules.check_append(item.stream, item.events)
+        if checkpoint is not None:
+            self.name_rules.check(CHECKPOINT, checkpoint[0])
         with self._lock:
             self._check_open()
             log_length = len(self._log)
@@ -94,6 +104,7 @@ class MemoryEventStore:
     ) -> list[RecordedEvent]:
         """The stream's events from ``from_revision`` on; ``[]`` for a missing stream."""
         check_read_args(from_revision, limit)
+        self.name_rules.check_stream(stream)
         with self._lock:
             self._check_open()
             events = self._streams.get(stream, [])
@@ -139,12 +150,14 @@ class MemoryEventStore:
 
     def load_checkpoint(self, name: str) -> int | None:
         """The last stored position of processor ``name``, or ``None``."""
+        self.name_rules.check(CHECKPOINT, name)
         with self._lock:
             self._check_open()
             return self._checkpoints.get(name)
 
     def save_checkpoint(self, name: str, position: int) -> None:
         """Store the position of processor ``name``, replacing any earlier one."""
+        self.name_rules.check(CHECKPOINT, name)
         with self._lock:
             self._check_open()
             self._checkpoints[name] = position

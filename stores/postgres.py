@@ -48,7 +48,7 @@ import contextlib
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import psycopg
 from psycopg import conninfo as pgconninfo
@@ -60,7 +60,8 @@ from decider.stores._expectations import check_read_args, validate_append
 from decider.stores._postgres_append import append_one, one_row, read_ahead
 from decider.stores._postgres_listen import NotifyListener
 from decider.stores._postgres_sql import Statements, decode, read_all_sql
-from decider.stores.errors import StoreError, StoreUnavailable
+from decider.stores.errors import PermanentStoreError, StoreError, StoreUnavailable
+from decider.stores.names import CHECKPOINT, POSTGRES, NameRules
 from decider.stores.protocol import (
     ALL,
     AppendResult,
@@ -99,6 +100,10 @@ class PostgresEventStore:
     (``postgresql://user@host:5432/db?sslmode=require`` or ``host=... dbname=...``). Opening
     connects, and creates the schema and its tables if missing.
     """
+
+    name_rules: ClassVar[NameRules] = POSTGRES
+    """The names this store holds (:mod:`decider.stores.names`); others raise
+    :class:`~decider.stores.errors.InvalidName` before anything is written or read."""
 
     def __init__(
         self,
@@ -173,6 +178,7 @@ class PostgresEventStore:
         append is durable as ``synchronous_commit`` says once this returns.
         """
         validate_append(len(events), expected_revision)
+        self.name_rules.check_append(stream, events)
         now = datetime.now(UTC)
         return self._write(
             lambda c: append_one(self._sql, c, stream, events, expected_revision, now)
@@ -186,6 +192,9 @@ class PostgresEventStore:
         """Apply every append and the checkpoint in one transaction: all of them, or none."""
         for item in appends:
             validate_append(len(item.events), item.expected_revision)
+            self.name_rules.check_append(item.stream, item.events)
+        if checkpoint is not None:
+            self.name_rules.check(CHECKPOINT, checkpoint[0])
         now = datetime.now(UTC)
 
         def body(connection: _Connection) -> Callable[[], list[AppendResult]]:
@@ -207,6 +216,7 @@ class PostgresEventStore:
     ) -> list[RecordedEvent]:
         """The stream's events from ``from_revision`` on; ``[]`` for a missing stream."""
         check_read_args(from_revision, limit)
+        self.name_rules.check_stream(stream)
         rows = self._query(self._sql.read_stream, (stream, from_revision, limit))
         return [decode(row) for row in rows]
 
@@ -239,11 +249,13 @@ class PostgresEventStore:
 
     def load_checkpoint(self, name: str) -> int | None:
         """The last stored position of processor ``name``, or ``None``."""
+        self.name_rules.check(CHECKPOINT, name)
         rows = self._query(self._sql.load_checkpoint, (name,))
         return int(rows[0][0]) if rows else None
 
     def save_checkpoint(self, name: str, position: int) -> None:
         """Store the position of processor ``name`` durably, replacing any earlier one."""
+        self.name_rules.check(CHECKPOINT, name)
         self._query(self._sql.save_checkpoint, (name, position), fetch=False)
 
     def close(self) -> None:
@@ -367,12 +379,17 @@ def _roll_back(connection: _Connection) -> None:
 def _store_error(name: str, exc: psycopg.Error) -> StoreError:
     """The one place where psycopg's errors become the store's.
 
-    Failures to connect, lost connections, timeouts, cancellations, deadlocks and
-    serialisation failures may pass: :class:`StoreUnavailable`; anything else is a
-    :class:`StoreError`. Both name the database without its password.
+    Data the server can never take (a NUL in text, an index row over the size limit, a value
+    out of range) is a :class:`PermanentStoreError`; failures to connect, lost connections,
+    timeouts, cancellations, deadlocks and serialisation failures may pass:
+    :class:`StoreUnavailable`; anything else is a :class:`StoreError`. All name the database
+    without its password.
     """
     # libpq spreads a message over lines (a hint on the next one): keep errors to one line.
     reason = " ".join(str(exc).split()) or type(exc).__name__
+    # ProgramLimitExceeded (an index row too big) is an OperationalError: test it first.
+    if isinstance(exc, psycopg.DataError | psycopg.errors.ProgramLimitExceeded):
+        return PermanentStoreError(f"PostgreSQL {name} cannot store this: {reason}")
     if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
         return StoreUnavailable(f"PostgreSQL {name} is unavailable: {reason}")
     return StoreError(f"PostgreSQL {name}: {reason}")

@@ -42,8 +42,11 @@ class StreamState(enum.Enum):
 
 
 NO_STREAM = StreamState.NO_STREAM
+"""Expect that the stream does not exist yet (:attr:`StreamState.NO_STREAM`)."""
 EXISTS = StreamState.EXISTS
+"""Expect that the stream holds at least one event (:attr:`StreamState.EXISTS`)."""
 ANY = StreamState.ANY
+"""Expect nothing of the stream (:attr:`StreamState.ANY`)."""
 
 ExpectedRevision: TypeAlias = int | StreamState
 """What an append expects of the stream: its last revision, or a :class:`StreamState`."""

@@ -29,6 +29,7 @@ WARNING: open the store after forking, never before: a connection must not cross
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import sqlite3
@@ -36,12 +37,13 @@ import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from decider.stores import _sqlite_sql as sql
 from decider.stores._connections import ThreadConnections
 from decider.stores._expectations import Stored, check_read_args, plan_append, validate_append
-from decider.stores.errors import StoreError, StoreUnavailable
+from decider.stores.errors import PermanentStoreError, StoreError, StoreUnavailable
+from decider.stores.names import CHECKPOINT, DEFAULT, NameRules
 from decider.stores.protocol import (
     ALL,
     NO_STREAM,
@@ -71,6 +73,10 @@ class SqliteEventStore:
     durability of a commit (see the module docstring). Each thread uses its own connection.
     ``":memory:"`` holds the log in this process only, behind one shared connection.
     """
+
+    name_rules: ClassVar[NameRules] = DEFAULT
+    """The names this store holds (:mod:`decider.stores.names`); others raise
+    :class:`~decider.stores.errors.InvalidName` before anything is written or read."""
 
     def __init__(
         self,
@@ -112,6 +118,9 @@ class SqliteEventStore:
             self.close()
             raise _store_error(self._path, exc) from exc
 
+    def __repr__(self) -> str:
+        return f"SqliteEventStore({self._path!r})"
+
     @property
     def path(self) -> str:
         """The database file (or ``":memory:"``)."""
@@ -127,6 +136,7 @@ class SqliteEventStore:
         append is durable as ``synchronous`` says once this returns.
         """
         validate_append(len(events), expected_revision)
+        self.name_rules.check_append(stream, events)
         now = _now()
         return self._write(lambda c: _append(c, stream, events, expected_revision, now))
 
@@ -138,6 +148,9 @@ class SqliteEventStore:
         """Apply every append and the checkpoint in one transaction: all of them, or none."""
         for item in appends:
             validate_append(len(item.events), item.expected_revision)
+            self.name_rules.check_append(item.stream, item.events)
+        if checkpoint is not None:
+            self.name_rules.check(CHECKPOINT, checkpoint[0])
         now = _now()
 
         def body(connection: sqlite3.Connection) -> list[AppendResult]:
@@ -155,6 +168,7 @@ class SqliteEventStore:
     ) -> list[RecordedEvent]:
         """The stream's events from ``from_revision`` on; ``[]`` for a missing stream."""
         check_read_args(from_revision, limit)
+        self.name_rules.check_stream(stream)
         rows = self._query(sql.READ_STREAM, (stream, from_revision, -1 if limit is None else limit))
         return [sql.decode(row) for row in rows]
 
@@ -190,11 +204,13 @@ class SqliteEventStore:
 
     def load_checkpoint(self, name: str) -> int | None:
         """The last stored position of processor ``name``, or ``None``."""
+        self.name_rules.check(CHECKPOINT, name)
         rows = self._query(sql.LOAD_CHECKPOINT, (name,))
         return int(rows[0][0]) if rows else None
 
     def save_checkpoint(self, name: str, position: int) -> None:
         """Store the position of processor ``name`` durably, replacing any earlier one."""
+        self.name_rules.check(CHECKPOINT, name)
         self._query(sql.SAVE_CHECKPOINT, (name, position))
 
     def close(self) -> None:
@@ -218,7 +234,7 @@ class SqliteEventStore:
             try:
                 return connection.execute(statement, params).fetchall()
             except sqlite3.Error as exc:
-                raise _store_error(self._path, exc) from exc
+                raise self._failed(connection, in_use, exc) from exc
 
     def _write(self, body: Callable[[sqlite3.Connection], _T]) -> _T:
         """Run ``body`` in a write transaction, then wake the subscriptions.
@@ -240,9 +256,25 @@ class SqliteEventStore:
                         connection.execute("ROLLBACK")
                     raise
             except sqlite3.Error as exc:
-                raise _store_error(self._path, exc) from exc
+                raise self._failed(connection, in_use, exc) from exc
         self._notifier.notify()
         return result
+
+    def _failed(
+        self, connection: sqlite3.Connection, in_use: threading.RLock, exc: sqlite3.Error
+    ) -> StoreError:
+        """The store's error for ``exc``; after a transient one this thread's connection is
+        dropped, so the next call opens a fresh one.
+
+        A connection opened while the file was read-only (or that met an I/O error) stays so
+        for good: reopening is what lets a store recover once the file is writable again.
+        ``":memory:"`` keeps its one connection (it is the database).
+        """
+        error = _store_error(self._path, exc)
+        if isinstance(error, StoreUnavailable) and not self._in_memory:
+            with contextlib.suppress(sqlite3.Error):
+                self._connections.drop((connection, in_use))
+        return error
 
     def _connection(self) -> tuple[sqlite3.Connection, threading.RLock]:
         """This thread's connection and the lock that keeps close() from closing it in use."""
@@ -329,10 +361,36 @@ def _plan(
     )
 
 
+# SQLite's primary result codes (the low byte of an extended one) by what they mean for a caller.
+_TRANSIENT = {
+    sqlite3.SQLITE_BUSY: "stayed locked",
+    sqlite3.SQLITE_LOCKED: "stayed locked",
+    sqlite3.SQLITE_READONLY: "is read-only",  # a remount, a permissions change: may be undone
+    sqlite3.SQLITE_IOERR: "had an I/O error",
+    sqlite3.SQLITE_FULL: "is on a full disk",
+    sqlite3.SQLITE_CANTOPEN: "cannot be opened",
+    sqlite3.SQLITE_PROTOCOL: "stayed locked",
+    sqlite3.SQLITE_NOMEM: "ran out of memory",
+}
+_PERMANENT = {sqlite3.SQLITE_TOOBIG, sqlite3.SQLITE_MISMATCH, sqlite3.SQLITE_RANGE}
+
+
 def _store_error(path: str, exc: sqlite3.Error) -> StoreError:
-    """The one place where sqlite3's errors become the store's."""
+    """The one place where sqlite3's errors become the store's.
+
+    Locked or busy beyond ``busy_timeout``, read-only, an I/O error, a full disk, a file that
+    cannot be opened: :class:`StoreUnavailable` (the condition may pass; the store reopens the
+    connection, see :func:`_is_transient`). A value SQLite can never hold (too big):
+    :class:`PermanentStoreError`. Anything else (a corrupt file, a bug): :class:`StoreError`.
+    """
+    code = getattr(exc, "sqlite_errorcode", None)
+    primary = None if code is None else code & 0xFF
+    if primary in _TRANSIENT:
+        return StoreUnavailable(f"SQLite database {path!r} {_TRANSIENT[primary]}: {exc}")
     if isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc)):
         return StoreUnavailable(f"SQLite database {path!r} stayed locked: {exc}")
+    if primary in _PERMANENT or isinstance(exc, sqlite3.DataError):
+        return PermanentStoreError(f"SQLite database {path!r} cannot store this: {exc}")
     return StoreError(f"SQLite database {path!r}: {exc}")
 
 

@@ -23,8 +23,9 @@ libpq as it is (``connect_timeout``, ``sslmode``, ``application_name``, ...), e.
 ``postgresql://app@db:5432/events?schema=billing&connect_timeout=5``.
 
 Anything else (an unknown scheme, a missing path, a bad or unknown parameter) raises
-:class:`~decider.stores.errors.UnsupportedStoreURI` naming the URI (without its password) and the
-reason.
+:class:`~decider.stores.errors.UnsupportedStoreURI` naming the URI and the reason, with every
+secret hidden by :func:`redact_uri` (the one redaction every log line, error and ``repr`` that
+shows a store URI uses).
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from decider.stores.errors import UnsupportedStoreURI
+from decider.stores.redact import redact_uri
+
+__all__ = ["open_store", "redact_uri"]
 
 if TYPE_CHECKING:
     from decider.stores.protocol import EventStore
@@ -123,20 +127,19 @@ def _esdb(uri: str) -> EventStore:
     return store
 
 
-def _adapter(shown: str, module: str, name: str, *, driver: str, extra: str) -> ModuleType:
+def _adapter(uri: str, module: str, name: str, *, driver: str, extra: str) -> ModuleType:
     """The adapter ``module``, imported by name: it and its driver are optional extras."""
     try:
         return importlib.import_module(module)
     except ModuleNotFoundError as exc:
         if exc.name is not None and exc.name.split(".")[0] == driver:
             raise UnsupportedStoreURI(
-                shown, f"the {driver} package is missing: pip install 'decider[{extra}]'"
+                uri, f"the {driver} package is missing: pip install 'decider[{extra}]'"
             ) from exc
-        raise UnsupportedStoreURI(shown, f"the {name} adapter cannot be loaded: {exc}") from exc
+        raise UnsupportedStoreURI(uri, f"the {name} adapter cannot be loaded: {exc}") from exc
 
 
 def _postgres(uri: str) -> EventStore:
-    shown = _without_password(uri)
     base, _, query = uri.partition("?")
     options: dict[str, str] = {}
     passed: list[str] = []  # libpq's parameters, untouched (libpq decodes them itself)
@@ -144,16 +147,16 @@ def _postgres(uri: str) -> EventStore:
         raw_key, equals, raw_value = part.partition("=")
         key = urllib.parse.unquote(raw_key)
         if not equals or not key:
-            raise UnsupportedStoreURI(shown, f"malformed query string: {part!r} is not key=value")
+            raise UnsupportedStoreURI(uri, f"malformed query string: {part!r} is not key=value")
         if key not in _POSTGRES_PARAMETERS:
             passed.append(part)
             continue
         if key in options:
-            raise UnsupportedStoreURI(shown, f"parameter {key!r} given twice")
+            raise UnsupportedStoreURI(uri, f"parameter {key!r} given twice")
         options[key] = urllib.parse.unquote(raw_value)
     conninfo = base + ("?" + "&".join(passed) if passed else "")
     module = _adapter(
-        shown, "decider.stores.postgres", "PostgreSQL", driver="psycopg", extra="postgres"
+        uri, "decider.stores.postgres", "PostgreSQL", driver="psycopg", extra="postgres"
     )
     try:
         store: EventStore = module.PostgresEventStore(
@@ -162,17 +165,5 @@ def _postgres(uri: str) -> EventStore:
             synchronous_commit=options.get("synchronous_commit", "on"),
         )
     except ValueError as exc:
-        raise UnsupportedStoreURI(shown, f"bad parameter: {exc}") from exc
+        raise UnsupportedStoreURI(uri, f"bad parameter: {exc}") from exc
     return store
-
-
-def _without_password(uri: str) -> str:
-    """``uri`` with the password of its user info, if any, replaced by ``***``."""
-    scheme, separator, rest = uri.partition("://")
-    authority_end = min((i for i in (rest.find("/"), rest.find("?")) if i >= 0), default=len(rest))
-    authority = rest[:authority_end]
-    user_info, at, hosts = authority.rpartition("@")
-    if not at or ":" not in user_info:
-        return uri
-    user = user_info.partition(":")[0]
-    return f"{scheme}{separator}{user}:***@{hosts}{rest[authority_end:]}"

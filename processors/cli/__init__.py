@@ -45,6 +45,7 @@ from decider.processors.replay_check import replay_stored
 from decider.processors.service import Service
 from decider.stores.errors import StoreError
 from decider.stores.protocol import EventStore
+from decider.stores.redact import redact_uri
 
 __all__ = ["CliError", "UsageError", "build_parser", "main"]
 
@@ -178,7 +179,7 @@ def _run(args: argparse.Namespace) -> int:
             if early.received.is_set():
                 LOGGER.info("stop requested before app %r started: nothing to do", app.name)
                 return 0
-            LOGGER.info("running app %r (%s) on %s", app.name, args.app, uri)
+            LOGGER.info("running app %r (%s) on %s", app.name, args.app, redact_uri(uri))
             try:
                 run_service(service, args.progress_interval, LOGGER, early.received)
             except TimeoutError as exc:

@@ -17,7 +17,7 @@ from types import ModuleType
 from decider.processors.app import App
 from decider.stores.errors import StoreError
 from decider.stores.protocol import EventStore
-from decider.stores.uri import open_store
+from decider.stores.uri import open_store, redact_uri
 
 STORE_ENV = "DECIDER_STORE"
 """The environment variable that gives the store URI when ``--store`` is not given."""
@@ -107,7 +107,7 @@ def open_uri(uri: str, *, must_exist: bool = False) -> EventStore:
     if must_exist:
         path = _sqlite_file(uri)
         if path is not None and not path.exists():
-            raise UsageError(f"no SQLite database at {str(path)!r} (store {uri!r})")
+            raise UsageError(f"no SQLite database at {str(path)!r} (store {redact_uri(uri)!r})")
     try:
         return open_store(uri)
     except StoreError as exc:

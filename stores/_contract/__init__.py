@@ -10,6 +10,7 @@ if "pytest" in sys.modules:
     pytest.register_assert_rewrite(
         "decider.stores._contract.extras",
         "decider.stores._contract.log",
+        "decider.stores._contract.names",
         "decider.stores._contract.stateful",
         "decider.stores._contract.streams",
         "decider.stores._contract.support",

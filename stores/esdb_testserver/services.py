@@ -55,6 +55,7 @@ class PersistentSubscriptionsServicer(persistent_pb2_grpc.PersistentSubscription
         return persistent_pb2.ListResp()
 
     def _refuse(self, request: Any, context: Context) -> Any:
+        """Refused with UNIMPLEMENTED: the server emulates no persistent subscriptions."""
         context.abort(grpc.StatusCode.UNIMPLEMENTED, _NOT_EMULATED)
 
     Create = Update = Delete = Read = GetInfo = ReplayParked = RestartSubsystem = _refuse

@@ -13,11 +13,6 @@ import pytest
 
 from decider.stores.esdb_testserver import EsdbTestServer
 
-# pytest 9 collects every conftest.py for doctests under the module name "conftest"; two of
-# them in non-package directories clash, so this one is left out of collection (its fixtures
-# still load).
-collect_ignore = ["conftest.py"]
-
 
 @pytest.fixture(scope="session")
 def esdb_uri() -> Iterator[str]:

@@ -1,12 +1,8 @@
-"""Helpers of the test-server tests (a module of its own: ``conftest`` names are ambiguous)."""
+"""Helpers of the test-server tests."""
 
 from __future__ import annotations
 
-import threading
-import time
-from collections.abc import Callable
-
-from esdbclient import NewEvent
+from esdbclient import NewEvent, RecordedEvent
 
 
 def events(count: int, event_type: str = "Tested") -> list[NewEvent]:
@@ -14,11 +10,7 @@ def events(count: int, event_type: str = "Tested") -> list[NewEvent]:
     return [NewEvent(type=event_type, data=f'{{"n":{i}}}'.encode()) for i in range(count)]
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
-    """Return once ``predicate()`` holds; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    pause = threading.Event()
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
-        pause.wait(0.005)
+def commit_position(event: RecordedEvent) -> int:
+    """The event's commit position (every event read from the log has one)."""
+    assert event.commit_position is not None, event
+    return event.commit_position

@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from esdb_server_helpers import events
 from esdbclient import EventStoreDBClient, NewEvent, StreamState
 from esdbclient.exceptions import (
     DeadlineExceeded,
@@ -13,6 +12,8 @@ from esdbclient.exceptions import (
     NotFound,
     WrongCurrentVersion,
 )
+
+from tests.esdb_server.esdb_server_helpers import commit_position, events
 
 
 def test_append_one_event_uses_revision_zero_and_returns_its_position(
@@ -39,7 +40,7 @@ def test_batch_append_is_one_write_with_increasing_positions(
     stored = client.get_stream(stream)
     assert [e.id for e in stored] == [e.id for e in batch]
     assert [e.stream_position for e in stored] == [0, 1, 2]
-    positions = [e.commit_position for e in stored]
+    positions = [commit_position(e) for e in stored]
     assert positions == sorted(set(positions))
     assert positions[0] < position and positions[-1] == position
     # positions are opaque offsets: gaps between consecutive events

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from esdb_server_helpers import events
 from esdbclient import EventStoreDBClient, StreamState
 from esdbclient.exceptions import NotFound, StreamIsDeleted, WrongCurrentVersion
+
+from tests.esdb_server.esdb_server_helpers import events
 
 DELETED = 9223372036854775807
 

@@ -11,11 +11,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from esdb_server_helpers import events, wait_until
 from esdbclient import EventStoreDBClient, StreamState
 from esdbclient.exceptions import GrpcError
 
 from decider.stores.esdb_testserver import EsdbTestServer
+from tests.esdb_server.esdb_server_helpers import commit_position, events
+from tests.support.waiting import wait_until
 
 
 def test_gossip_reports_one_leader(esdb_server: EsdbTestServer) -> None:
@@ -63,7 +64,7 @@ def test_server_restarts_from_its_file(tmp_path: Path) -> None:
     with EsdbTestServer(path=path) as server, EventStoreDBClient(server.uri) as client:
         after = list(client.read_all(filter_exclude=()))
         assert after[: len(before)] == before
-        assert [e.commit_position for e in after] == sorted(e.commit_position for e in after)
+        assert [commit_position(e) for e in after] == sorted(commit_position(e) for e in after)
         assert client.get_current_version("s") == 1
         client.append_to_stream("s", current_version=1, events=events(1))
         assert [e.stream_position for e in client.get_stream("s")] == [0, 1, 2]

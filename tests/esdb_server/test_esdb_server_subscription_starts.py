@@ -8,9 +8,10 @@ sent twice (that is checked in ``test_esdb_server_subscriptions``).
 
 from __future__ import annotations
 
-from esdb_server_helpers import events
 from esdbclient import EventStoreDBClient, StreamState
 from esdbclient.events import CaughtUp
+
+from tests.esdb_server.esdb_server_helpers import events
 
 
 def test_filtered_subscription_from_the_last_event_is_caught_up_without_a_checkpoint(

@@ -5,12 +5,13 @@ from __future__ import annotations
 import threading
 
 import pytest
-from esdb_server_helpers import events, wait_until
 from esdbclient import EventStoreDBClient, StreamState
 from esdbclient.events import CaughtUp, Checkpoint, RecordedEvent
 from esdbclient.exceptions import DeadlineExceeded, StreamIsDeleted
 
 from decider.stores.esdb_testserver import EsdbTestServer
+from tests.esdb_server.esdb_server_helpers import commit_position, events
+from tests.support.waiting import wait_until
 
 
 def test_subscribe_to_all_catches_up_then_goes_live(
@@ -60,7 +61,7 @@ def test_filtered_subscription_checkpoints_end_at_the_last_record(
             received.append(item)
             if isinstance(item, CaughtUp):
                 break
-    checkpoints = [i.commit_position for i in received if isinstance(i, Checkpoint)]
+    checkpoints = [commit_position(i) for i in received if isinstance(i, Checkpoint)]
     # strictly increasing: the checkpoint that ends the catch-up does not repeat the last
     # interval checkpoint (EventStoreDB drops a checkpoint not after the previous one)
     assert checkpoints and checkpoints == sorted(set(checkpoints))
@@ -178,7 +179,7 @@ def test_stop_from_another_thread_ends_a_blocked_iteration(client: EventStoreDBC
 def test_deadline_ends_a_subscription(client: EventStoreDBClient, stream: str) -> None:
     client.append_to_stream(stream, current_version=StreamState.NO_STREAM, events=events(1))
     subscription = client.subscribe_to_all(timeout=0.25)
-    received = []
+    received: list[RecordedEvent] = []
     with pytest.raises(DeadlineExceeded):
         received.extend(subscription)
     assert received, "history is delivered before the deadline ends the call"

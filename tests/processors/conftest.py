@@ -1,55 +1,22 @@
 """Fixtures of the processor tests: the same tests on every store.
 
-``store`` is parametrised over the in-memory store, SQLite (a file, full durability), the
-EventStoreDB adapter on an in-process test server (one server per test, so no test sees
-another's log) and PostgreSQL (a fresh schema per test on ``PG_URI``, dropped afterwards).
+``store`` is parametrised over every kind :func:`tests.support.stores.open_store` opens: the
+in-memory store, SQLite, the EventStoreDB adapter on an in-process test server and PostgreSQL
+(a fresh schema per test on ``PG_URI``, dropped afterwards).
 """
 
 from __future__ import annotations
 
-import contextlib
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from decider.stores.memory import MemoryEventStore
 from decider.stores.protocol import EventStore
-from decider.stores.sqlite import SqliteEventStore
+from tests.support.stores import STORES, open_store
 
-STORES = ["memory", "sqlite", "esdb", "postgres"]
 _names = itertools.count()
-
-
-def open_store(kind: str, tmp_path: Path) -> tuple[EventStore, list[Callable[[], None]]]:
-    """A fresh store of ``kind`` and what to call, in order, to clean up after it."""
-    if kind == "memory":
-        store: EventStore = MemoryEventStore()
-        return store, [store.close]
-    if kind == "sqlite":
-        store = SqliteEventStore(tmp_path / "events.db")
-        return store, [store.close]
-    if kind == "postgres":
-        import psycopg
-
-        from decider.stores.postgres import PostgresEventStore
-        from tests.pg_support import PG_URI, drop_schema, new_schema_name
-
-        schema = new_schema_name()
-        try:
-            store = PostgresEventStore(PG_URI, schema=schema)
-        except BaseException:
-            with contextlib.suppress(psycopg.Error):  # keep the first error
-                drop_schema(schema)
-            raise
-        return store, [store.close, lambda: drop_schema(schema)]
-    from decider.stores.esdb import EsdbEventStore
-    from decider.stores.esdb_testserver import EsdbTestServer
-
-    server = EsdbTestServer().start()
-    store = EsdbEventStore(server.uri)
-    return store, [store.close, server.stop]
 
 
 @pytest.fixture(params=STORES)

@@ -5,21 +5,6 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from proc_support import (
-    DoWork,
-    JobAbandoned,
-    JobRequested,
-    RemindMe,
-    WorkDone,
-    counts,
-    job,
-    job_app,
-    job_decide,
-    job_evolve,
-    reminder,
-    reminder_app,
-    types,
-)
 from returns.result import Failure, Success
 
 from decider import Lifecycle, Metadata, Workflow, event_id
@@ -38,6 +23,20 @@ from decider.processors import (
 from decider.stores.errors import StoreUnavailable
 from decider.stores.memory import MemoryEventStore
 from decider.stores.protocol import NO_STREAM, EventStore, NewEvent
+from tests.support.apps import (
+    DoWork,
+    JobAbandoned,
+    JobRequested,
+    RemindMe,
+    WorkDone,
+    job,
+    job_app,
+    job_decide,
+    job_evolve,
+    reminder,
+    reminder_app,
+)
+from tests.support.stores import counts, types
 
 FAST = RetryPolicy(max_attempts=3, initial_delay=0.001, max_delay=0.002)
 
@@ -200,7 +199,11 @@ def test_a_command_without_handler_is_parked_and_a_corrupt_one_skipped(
 def test_a_handler_returning_no_list_is_parked_at_once(store: EventStore, app_name: str) -> None:
     app = App(app_name)
     app.workflow(job, inputs={JobRequested: lambda m, _: m.job_id, WorkDone: by_correlation})
-    app.add_handler(DoWork, lambda c, i: WorkDone(job_id=c.job_id), name="sloppy", retry=FAST)
+
+    def sloppy(command: DoWork, command_id: str) -> Any:
+        return WorkDone(job_id=command.job_id)  # no list, on purpose
+
+    app.add_handler(DoWork, sloppy, name="sloppy", retry=FAST)
     app.publish(store, JobRequested(job_id="x", action="ok"), "jobs")
     with Service(app, store) as service:
         assert service.wait_until(lambda: len(list_parked(store, app)) == 1, 30)
@@ -211,7 +214,7 @@ def test_a_handler_returning_no_list_is_parked_at_once(store: EventStore, app_na
 def test_a_store_outage_is_survived_by_resuming_from_the_checkpoint(app_name: str) -> None:
     store = MemoryEventStore()
     app, _ = job_app(app_name, retry=FAST)
-    original, failures = store.append_batch, []
+    original, failures = store.append_batch, list[int]()
 
     def flaky(appends: Any, checkpoint: Any = None) -> Any:
         if not failures:

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from proc_support import counts, types
-
-from decider import Lifecycle
+from decider import Lifecycle, Metadata
 from decider.processors import App, FakeClock, Service, by_correlation, show
 from decider.stores.protocol import EventStore
 from samples.order_fulfilment.messages import (
@@ -26,6 +24,11 @@ from samples.order_fulfilment.messages import (
     StockReserved,
 )
 from samples.order_fulfilment.workflow import PAYMENT_DEADLINE, PAYMENT_TIMED_OUT, workflow
+from tests.support.stores import counts, types
+
+
+def order_id(placed: OrderPlaced, _: Metadata) -> str:
+    return placed.order_id
 
 
 def order_app(name: str) -> App:
@@ -33,7 +36,7 @@ def order_app(name: str) -> App:
     app.workflow(
         workflow,
         inputs={
-            OrderPlaced: lambda m, _: m.order_id,
+            OrderPlaced: order_id,
             PaymentConfirmed: by_correlation,
             PaymentTimedOut: by_correlation,
             StockReserved: by_correlation,

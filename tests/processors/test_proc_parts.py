@@ -9,7 +9,6 @@ import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from proc_support import Added, Closed, DoWork, JobRequested, job, tally, tally_app
 
 from decider import Lifecycle
 from decider.processors import (
@@ -25,6 +24,7 @@ from decider.processors import (
 from decider.processors.app import failed_stream, failed_stream_workflow
 from decider.stores.memory import MemoryEventStore
 from samples.traffic_fine.app import make_app
+from tests.support.apps import Added, Closed, DoWork, JobRequested, job, tally, tally_app
 
 # -- clocks -----------------------------------------------------------------------------
 

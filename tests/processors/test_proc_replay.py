@@ -15,8 +15,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
-from proc_support import DoWork, JobRequested, WorkDone, counts, job, job_app
-from test_proc_commands import FAST, completed
 
 from decider import Metadata, event_id
 from decider.processors import (
@@ -42,6 +40,9 @@ from decider.stores.protocol import (
     Subscription,
     TransactionalStore,
 )
+from tests.processors.test_proc_commands import FAST, completed
+from tests.support.apps import DoWork, JobRequested, WorkDone, job, job_app
+from tests.support.stores import counts
 
 
 class NonAtomic:

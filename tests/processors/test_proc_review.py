@@ -7,12 +7,12 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from proc_support import RemindMe, counts, reminder, reminder_app
-
 from decider.processors import FakeClock, Service
 from decider.processors.timer_processor import TimerProcessor
 from decider.stores.errors import StoreUnavailable
 from decider.stores.protocol import ALL, NO_STREAM, EventStore, Filter, NewEvent, StreamAppend
+from tests.support.apps import RemindMe, reminder, reminder_app
+from tests.support.stores import counts
 
 
 def _fail_once(store: EventStore, touches: Callable[[str], bool]) -> list[str]:

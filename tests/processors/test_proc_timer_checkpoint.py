@@ -3,11 +3,11 @@ oldest pending timer while later ones fire, and moves on once that one fires."""
 
 from __future__ import annotations
 
-from proc_support import RemindMe, counts, reminder, reminder_app
-
 from decider.processors import FakeClock, Service
 from decider.processors.timer_processor import TimerProcessor
 from decider.stores.protocol import EventStore
+from tests.support.apps import RemindMe, reminder, reminder_app
+from tests.support.stores import counts
 
 QUICK = 150
 """Enough timers fired behind a pending one for the processor to drop its fired positions."""

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from proc_support import RemindMe, counts, reminder, reminder_app, types
-
 from decider import Lifecycle, event_id
 from decider.processors import App, FakeClock, Service, show
 from decider.processors.timer_processor import TimerProcessor
 from decider.stores.protocol import NO_STREAM, EventStore, NewEvent
+from tests.support.apps import RemindMe, reminder, reminder_app
+from tests.support.stores import counts, types
 
 STREAM = reminder.stream("r")
 

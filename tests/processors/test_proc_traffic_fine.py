@@ -6,9 +6,7 @@ import collections
 import threading
 from typing import Any
 
-from proc_support import counts, events, types
-
-from decider import Lifecycle
+from decider import Lifecycle, Received
 from decider.processors import Service, show, status
 from decider.processors.workflow_processor import WorkflowProcessor
 from decider.stores.memory import MemoryEventStore
@@ -21,18 +19,9 @@ from samples.traffic_fine.messages import (
     SpeedingViolation,
 )
 from samples.traffic_fine.workflow import workflow
-
-SPEEDING_HISTORY = [
-    "Began",
-    "InitiatedBy:fines.PoliceReportPublished",
-    "Sent:fines.GenerateTrafficFineSystemNumber",
-    "Received:fines.TrafficFineSystemNumberGenerated",
-    "Sent:fines.GenerateTrafficFineManualIdentificationCode",
-    "Received:fines.TrafficFineManualIdentificationCodeGenerated",
-    "Sent:fines.IssueTrafficFine",
-    "Completed",
-]
-PARKING_HISTORY = ["Began", "InitiatedBy:fines.PoliceReportPublished", "Completed"]
+from tests.support.apps import FINE_PARKING as PARKING_HISTORY
+from tests.support.apps import FINE_SPEEDING as SPEEDING_HISTORY
+from tests.support.stores import counts, events, types
 
 
 def report(i: int) -> PoliceReportPublished:
@@ -84,8 +73,9 @@ def test_every_workflow_completes_with_the_right_history(store: EventStore, app_
     assert view.status is Lifecycle.COMPLETED
     assert [h.type for h in view.history] == SPEEDING_HISTORY
     # The issued fine carries the number and code the handlers generated for this instance.
-    number = view.history[3].event.message.number
-    code = view.history[5].event.message.code
+    numbered, coded = view.history[3].event, view.history[5].event
+    assert isinstance(numbered, Received) and isinstance(coded, Received)
+    number, code = numbered.message.number, coded.message.code
     fine = next(f for f in issued if f.police_report_id == "r1")
     assert (fine.system_number, fine.manual_identification_code) == (number, code)
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from proc_support import Added, Closed, tally, tally_app, types
-
 from decider import Lifecycle, Metadata, Received, event_id
 from decider.processors import InputSkipped, Service, show
 from decider.processors.app import App
@@ -18,6 +16,8 @@ from decider.stores.protocol import (
     StreamAppend,
     TransactionalStore,
 )
+from tests.support.apps import Added, Closed, tally, tally_app
+from tests.support.stores import types
 
 
 def skipped(store: EventStore, app: App) -> list[Any]:

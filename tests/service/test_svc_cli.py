@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from svc_support import ROOT, ServiceProcess, completed, decider_command, service_env, wait_until
 
 from decider.processors import Service
 from decider.processors.cli import main
@@ -21,6 +20,9 @@ from decider.stores.sqlite import SqliteEventStore
 from samples.traffic_fine.app import REPORTS_STREAM, app
 from samples.traffic_fine.demo import reports
 from samples.traffic_fine.messages import SpeedingViolation
+from tests.support.apps import FINE_SPEEDING
+from tests.support.service import ROOT, ServiceProcess, completed, decider_command, service_env
+from tests.support.waiting import wait_until
 
 APP = "samples.traffic_fine:app"
 WORKFLOW = "IssueTrafficFineForSpeedingViolation"
@@ -104,21 +106,13 @@ def test_show_prints_every_event_and_the_folded_state(
     filled: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     speeding = next(r for r in reports(5, seed=3) if isinstance(r.offense, SpeedingViolation))
+    assert isinstance(speeding.offense, SpeedingViolation)
     stream = f"{WORKFLOW}-{speeding.police_report_id}"
     assert main(["show", stream, "--app", APP, "--store", f"sqlite:///{filled}"]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[0] == f"{stream}  (workflow {WORKFLOW}, completed, 8 events)"
     types = re.findall(r"^  #(\d+) +(\S+)  @\d+", out, flags=re.MULTILINE)
-    assert [t for _, t in types] == [
-        "Began",
-        "InitiatedBy:fines.PoliceReportPublished",
-        "Sent:fines.GenerateTrafficFineSystemNumber",
-        "Received:fines.TrafficFineSystemNumberGenerated",
-        "Sent:fines.GenerateTrafficFineManualIdentificationCode",
-        "Received:fines.TrafficFineManualIdentificationCodeGenerated",
-        "Sent:fines.IssueTrafficFine",
-        "Completed",
-    ]
+    assert [t for _, t in types] == FINE_SPEEDING
     assert [int(r) for r, _ in types] == list(range(8))
     payloads = re.findall(r"^        event:    (.*)$", out, flags=re.MULTILINE)
     assert json.loads(payloads[1])["police_report_id"] == speeding.police_report_id

@@ -17,15 +17,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from svc_apps import FINE_PARKING, FINE_SPEEDING, fines_app, read_effects
-from svc_support import (
-    ServiceProcess,
-    check_no_duplicates,
-    completed,
-    instance_streams,
-    service_env,
-    wait_until,
-)
 
 from decider.stores.postgres import PostgresEventStore
 from decider.stores.protocol import EventStore
@@ -33,9 +24,14 @@ from decider.stores.sqlite import SqliteEventStore
 from samples.traffic_fine.app import REPORTS_STREAM
 from samples.traffic_fine.demo import reports
 from samples.traffic_fine.messages import SpeedingViolation
-from tests.pg_support import PG_URI, fresh_schema
+from tests.support.apps import FINE_PARKING, FINE_SPEEDING, fines_app
+from tests.support.effects import read_effects
+from tests.support.postgres import PG_URI, fresh_schema
+from tests.support.service import ServiceProcess, check_no_duplicates, completed, service_env
+from tests.support.stores import instance_streams
+from tests.support.waiting import wait_until
 
-APP = "svc_apps:fines_app"
+APP = "tests.support.apps:fines_app"
 WORKFLOWS = 300
 HANDLER_STREAMS = {
     "fines.GenerateTrafficFineSystemNumber": "number_with_effect",
@@ -158,11 +154,7 @@ def test_two_services_on_one_store(
     for service in services:
         service.start()
     for service in services:
-        wait_until(
-            lambda service=service: service.check_alive() or bool(service.log_lines("started")),
-            30,
-            "both services started",
-        )
+        wait_until(service.started, 30, "both services started")
     # Published while both run, in chunks, so they compete for the same instances.
     for first in range(0, WORKFLOWS, 30):
         fines_app.publish_many(store, made[first : first + 30], REPORTS_STREAM)

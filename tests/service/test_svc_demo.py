@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from svc_support import ROOT
+from tests.support.service import ROOT
 
 
 def test_the_demo_completes_every_workflow_and_stops_the_service_cleanly(tmp_path: Path) -> None:

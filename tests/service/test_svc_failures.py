@@ -15,22 +15,26 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from svc_apps import (
-    ERRAND_ABANDONED,
-    ERRAND_DONE,
-    REMINDER,
-    ErrandRequested,
-    ReminderSet,
-    chores_app,
-    read_effects,
-)
-from svc_support import ServiceProcess, completed, instance_streams, service_env, wait_until
 
 from decider.processors import list_parked
 from decider.processors.cli import main
 from decider.stores.sqlite import SqliteEventStore
+from tests.support.apps import (
+    JOB_ABANDONED,
+    JOB_DONE,
+    REMINDER,
+    JobRequested,
+    RemindMe,
+    chores_app,
+    job,
+    reminder,
+)
+from tests.support.effects import read_effects
+from tests.support.service import ServiceProcess, completed, service_env
+from tests.support.stores import instance_streams
+from tests.support.waiting import wait_until
 
-APP = "svc_apps:chores_app"
+APP = "tests.support.apps:chores_app"
 
 
 @pytest.fixture
@@ -51,7 +55,8 @@ def test_failing_handler_parks_and_the_workflow_compensates(
     store, service, effects_db = chores
     doomed = {"E-03", "E-11"}
     errands = [
-        ErrandRequested(errand_id=f"E-{n:02d}", doomed=f"E-{n:02d}" in doomed) for n in range(20)
+        JobRequested(job_id=job_id, action="fail" if job_id in doomed else "ok")
+        for job_id in (f"E-{n:02d}" for n in range(20))
     ]
     service.start()
     chores_app.publish_many(store, errands, "errands")
@@ -60,11 +65,11 @@ def test_failing_handler_parks_and_the_workflow_compensates(
         30,
         "20 errands completed",
     )
-    streams = instance_streams(store, "Errand-")
-    for stream, events in streams.items():
-        expected = ERRAND_ABANDONED if stream.removeprefix("Errand-") in doomed else ERRAND_DONE
-        assert [e.type for e in events] == expected, stream
-    sent = {stream.removeprefix("Errand-"): str(events[2].id) for stream, events in streams.items()}
+    streams = instance_streams(store, job.stream(""))
+    for errand in (e.job_id for e in errands):
+        expected = JOB_ABANDONED if errand in doomed else JOB_DONE
+        assert [e.type for e in streams[job.stream(errand)]] == expected, errand
+    sent = {e.job_id: str(streams[job.stream(e.job_id)][2].id) for e in errands}
     effects = read_effects(str(effects_db))
     assert {c: calls for c, (_, calls) in effects.items()} == {
         command_id: 3 if errand in doomed else 1 for errand, command_id in sent.items()
@@ -72,7 +77,7 @@ def test_failing_handler_parks_and_the_workflow_compensates(
     parked = {p.command_id: p for p in list_parked(store, chores_app)}
     assert set(parked) == {sent[e] for e in doomed}
     assert {p.attempts for p in parked.values()} == {3}
-    assert all("cannot be done" in p.reason for p in parked.values())
+    assert all("cannot do" in p.reason for p in parked.values())
 
     uri = ["--app", APP, "--store", service.uri]
     assert main(["parked", *uri]) == 0
@@ -80,8 +85,8 @@ def test_failing_handler_parks_and_the_workflow_compensates(
     assert "parked commands (2):" in listed
     for command_id in parked:
         assert command_id in listed
-    assert main(["status", *uri, "--workflow", "Errand", "--limit", "0"]) == 0
-    assert "Errand: running 0, completed 20" in capsys.readouterr().out
+    assert main(["status", *uri, "--workflow", "Job", "--limit", "0"]) == 0
+    assert "Job: running 0, completed 20" in capsys.readouterr().out
 
     # Retried by the running service: three more attempts, parked again, fed back again.
     retried = sent["E-11"]
@@ -102,17 +107,17 @@ def test_failing_handler_parks_and_the_workflow_compensates(
     )
     # Parking and feeding the failure back are two steps; the second lands in the instance's
     # stream. The instance had completed: the second failure is recorded, not acted upon.
-    abandoned_and_ignored = [*ERRAND_ABANDONED, "Ignored:decider.CommandFailed"]
+    abandoned_and_ignored = [*JOB_ABANDONED, "Ignored:decider.CommandFailed"]
     wait_until(
         lambda: (
             service.check_alive()
-            or [e.type for e in store.read_stream("Errand-E-11")] == abandoned_and_ignored
+            or [e.type for e in store.read_stream(job.stream("E-11"))] == abandoned_and_ignored
         ),
         30,
         "the second failure recorded as Ignored",
     )
     assert service.terminate() == 0
-    events = store.read_stream("Errand-E-11")
+    events = store.read_stream(job.stream("E-11"))
     assert [e.type for e in events] == abandoned_and_ignored
     assert main(["retry", retried, *uri]) == 0  # parked again, so it can be retried again
     assert main(["retry", sent["E-00"], *uri]) == 1
@@ -125,17 +130,17 @@ def test_a_timer_due_while_the_service_is_down_fires_once_after_restart(
 ) -> None:
     store, service, _ = chores
     service.start()
-    chores_app.publish(store, ReminderSet(reminder_id="R-1", seconds=2.0), "reminders")
-    stream = "Reminder-R-1"
+    chores_app.publish(store, RemindMe(reminder_id="R-1", seconds=2.0), "reminders")
+    stream = reminder.stream("R-1")
     wait_until(
-        lambda: service.check_alive() or len(store.read_stream(stream)) == 3,
+        lambda: service.check_alive() or len(store.read_stream(stream)) == 4,
         20,
-        "the Scheduled event recorded",
+        "the Scheduled and Replied events recorded",
     )
     assert service.terminate(signal.SIGINT) == 0
     scheduled = store.read_stream(stream)[2]
-    assert scheduled.type == "Scheduled:svc.ReminderDue"
-    assert len(store.read_stream(stream)) == 3, "the timer fired before the service stopped"
+    assert scheduled.type == "Scheduled:ptest.Reminded"
+    assert len(store.read_stream(stream)) == 4, "the timer fired before the service stopped"
     recorded = json.loads(scheduled.metadata)["recorded_at"]
     due = datetime.fromisoformat(recorded) + timedelta(seconds=2)
 
@@ -151,8 +156,8 @@ def test_a_timer_due_while_the_service_is_down_fires_once_after_restart(
     assert service.terminate() == 0
     assert [e.type for e in store.read_stream(stream)] == REMINDER
     fired = store.read_stream(f"timer-{scheduled.id}")
-    assert [e.type for e in fired] == ["svc.ReminderDue"]
-    assert json.loads(store.read_stream(stream)[3].metadata)["causation_id"] == str(fired[0].id)
+    assert [e.type for e in fired] == ["ptest.Reminded"]
+    assert json.loads(store.read_stream(stream)[4].metadata)["causation_id"] == str(fired[0].id)
     assert any("fired 1 timer(s)" in line for line in service.log_lines("timers"))
 
 

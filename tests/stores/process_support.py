@@ -15,7 +15,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from decider.stores.protocol import EventStore
+from decider.stores.contract import new_events, take
+from decider.stores.protocol import ANY, CaughtUp, EventStore, RecordedEvent
 
 WORKER = Path(__file__).with_name("store_worker.py")
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,3 +78,20 @@ def check_two_writers(store: EventStore, results: list[Written], each: int) -> N
         mine = set(written["shared"])
         assert [str(e.id) for e in shared if str(e.id) in mine] == written["shared"]
     assert {str(e.id) for e in shared} == {i for r in results for i in r["shared"]}
+
+
+def check_a_subscription_sees_another_process(store: EventStore, uri: str) -> None:
+    """A caught-up subscription of ``store`` receives, in order, what a worker process that
+    opened the same store by ``uri`` appends."""
+    store.append("before", new_events(1), ANY)
+    subscription = store.subscribe()
+    try:
+        assert isinstance(take(subscription, 2)[1], CaughtUp)
+        worker = start_worker(uri, "other", 3)
+        go(worker)
+        written = finish(worker)
+        items = take(subscription, 3)
+    finally:
+        subscription.stop()
+    ids = [str(i.id) for i in items if isinstance(i, RecordedEvent)]
+    assert ids == [written["shared"][0], *written["own-other"]]

@@ -15,7 +15,7 @@ from decider.stores import ANY, NO_STREAM, CaughtUp, RecordedEvent, StoreError, 
 from decider.stores import _postgres_sql as pgsql
 from decider.stores.contract import EventStoreContract, new_events, take, wait_until
 from decider.stores.postgres import PostgresEventStore
-from tests.pg_support import PG_URI, fresh_schema, fresh_store, store_fixture
+from tests.support.postgres import PG_URI, fresh_schema, fresh_store, store_fixture
 
 
 class TestPostgresStore(EventStoreContract):

@@ -5,12 +5,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from process_support import check_two_writers, finish, go, start_worker
 
-from decider.stores import ANY, CaughtUp, RecordedEvent
-from decider.stores.contract import new_events, take
+from decider.stores import CaughtUp
+from decider.stores.contract import take
 from decider.stores.postgres import PostgresEventStore
-from tests.pg_support import PG_URI, fresh_store
+from tests.stores.process_support import (
+    check_a_subscription_sees_another_process,
+    check_two_writers,
+    finish,
+    go,
+    start_worker,
+)
+from tests.support.postgres import PG_URI, fresh_store
 
 
 @pytest.fixture
@@ -31,15 +37,7 @@ def test_two_processes_appending_to_one_schema(store: PostgresEventStore) -> Non
 
 
 def test_a_subscription_sees_another_process_append(store: PostgresEventStore) -> None:
-    store.append("before", new_events(1), ANY)
-    with store.subscribe() as subscription:
-        assert isinstance(take(subscription, 2)[1], CaughtUp)
-        worker = start_worker(_uri(store), "other", 3)
-        go(worker)
-        written = finish(worker)
-        items = take(subscription, 3)
-    ids = [str(i.id) for i in items if isinstance(i, RecordedEvent)]
-    assert ids == [written["shared"][0], *written["own-other"]]
+    check_a_subscription_sees_another_process(store, _uri(store))
 
 
 def test_a_live_subscription_reads_every_event_of_concurrent_writers_in_order(

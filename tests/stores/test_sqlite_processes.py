@@ -5,11 +5,16 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from process_support import check_two_writers, finish, go, start_worker
-
 from decider.stores import ANY, CaughtUp, RecordedEvent
 from decider.stores.contract import new_events, take
 from decider.stores.sqlite import SqliteEventStore
+from tests.stores.process_support import (
+    check_a_subscription_sees_another_process,
+    check_two_writers,
+    finish,
+    go,
+    start_worker,
+)
 
 
 def _uri(db: Path) -> str:
@@ -33,15 +38,7 @@ def test_a_subscription_sees_another_process_append(tmp_path: Path) -> None:
     db = tmp_path / "e.db"
     store = SqliteEventStore(db, probe_interval=0.02)
     try:
-        store.append("before", new_events(1), ANY)
-        with store.subscribe() as subscription:
-            assert isinstance(take(subscription, 2)[1], CaughtUp)
-            worker = start_worker(_uri(db), "other", 3)
-            go(worker)
-            written = finish(worker)
-            items = take(subscription, 3)
-        ids = [str(i.id) for i in items if isinstance(i, RecordedEvent)]
-        assert ids == [written["shared"][0], *written["own-other"]]
+        check_a_subscription_sees_another_process(store, _uri(db))
     finally:
         store.close()
 

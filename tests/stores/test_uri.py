@@ -15,7 +15,7 @@ from decider.stores.memory import MemoryEventStore
 from decider.stores.postgres import PostgresEventStore
 from decider.stores.sqlite import SqliteEventStore
 from decider.stores.uri import open_store
-from tests.pg_support import PG_URI, fresh_schema
+from tests.support.postgres import PG_URI, fresh_schema
 
 
 def test_memory() -> None:

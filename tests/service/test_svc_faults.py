@@ -1,0 +1,358 @@
+"""Outages at process level: a ``decider run`` service recovers by itself, and nothing is lost
+or done twice.
+
+(a) SQLite: the database file turns read-only in the middle of the run (``chattr +i``: the tests
+run as root, which ignores file modes), then writable again. Connections opened meanwhile are
+read-only for good unless the store reopens them.
+(b) PostgreSQL: the service's connections are killed (``pg_terminate_backend``) several times
+while batches are in flight.
+(c) EventStoreDB: the test server is stopped and started again on the same port and log file.
+
+Each time, afterwards: every workflow completed with exactly its expected history, every
+command's effect happened once (one row per command id, exactly the ``Sent`` ids), every
+command has its results once, and the handlers ran a bounded number of extra times.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from decider.stores.errors import StoreError
+from decider.stores.postgres import PostgresEventStore
+from decider.stores.protocol import EventStore
+from decider.stores.sqlite import SqliteEventStore
+from samples.traffic_fine.app import REPORTS_STREAM
+from samples.traffic_fine.demo import reports
+from samples.traffic_fine.messages import PoliceReportPublished, SpeedingViolation
+from tests.support.apps import FINE_PARKING, FINE_SPEEDING, fines_app
+from tests.support.effects import read_effects
+from tests.support.postgres import PG_URI, fresh_schema
+from tests.support.service import (
+    ServiceProcess,
+    check_no_duplicates,
+    completed,
+    service_env,
+)
+from tests.support.stores import instance_streams
+from tests.support.waiting import wait_until
+
+APP = "tests.support.apps:fines_app"
+WORKFLOWS = 60
+RECOVERY_TIMEOUT = 60.0
+"""Seconds the service may take to finish everything once the outage is over."""
+HANDLER_STREAMS = {
+    "fines.GenerateTrafficFineSystemNumber": "number_with_effect",
+    "fines.GenerateTrafficFineManualIdentificationCode": "code_with_effect",
+}
+
+
+def _made() -> tuple[list[PoliceReportPublished], set[str]]:
+    made = reports(WORKFLOWS, seed=9)
+    speeding = {r.police_report_id for r in made if isinstance(r.offense, SpeedingViolation)}
+    return made, speeding
+
+
+def handler_calls(effects_db: Path) -> int:
+    if not effects_db.exists():
+        return 0
+    return sum(calls for _, calls in read_effects(str(effects_db)).values())
+
+
+def all_done(store: EventStore, effects_db: Path, speeding: set[str]) -> bool:
+    """Every workflow completed and every command carried out (read errors: not yet)."""
+    try:
+        if completed(store, fines_app) < WORKFLOWS or not effects_db.exists():
+            return False
+    except StoreError:
+        return False
+    return len(read_effects(str(effects_db))) >= 3 * len(speeding)
+
+
+def check_outcome(store: EventStore, effects_db: Path, speeding: set[str]) -> int:
+    """What the module docstring promises; the number of repeated handler calls."""
+    streams = instance_streams(store, "IssueTrafficFineForSpeedingViolation-")
+    assert len(streams) == WORKFLOWS
+    sent: dict[str, str] = {}
+    for stream, events in streams.items():
+        check_no_duplicates(stream, events)
+        report_id = stream.removeprefix("IssueTrafficFineForSpeedingViolation-")
+        expected = FINE_SPEEDING if report_id in speeding else FINE_PARKING
+        assert [e.type for e in events] == expected, stream
+        sent.update({str(e.id): e.type for e in events if e.type.startswith("Sent:")})
+    causes = [json.loads(events[1].metadata)["causation_id"] for events in streams.values()]
+    assert len(set(causes)) == WORKFLOWS
+    effects = read_effects(str(effects_db))
+    assert set(effects) == set(sent), "effects and Sent commands differ"
+    for command_id in effects:
+        handler = HANDLER_STREAMS.get(sent[command_id].removeprefix("Sent:"))
+        if handler is not None:
+            results = store.read_stream(f"{handler}-{command_id}")
+            assert len(results) == 1, f"{command_id}: {len(results)} results"
+    return sum(calls for _, calls in effects.values()) - len(effects)
+
+
+def failures_logged(service: ServiceProcess) -> int:
+    return len(service.log_lines("resuming from its checkpoint"))
+
+
+def recover(service: ServiceProcess, done: Callable[[], bool], what: str) -> float:
+    """Wait until ``done`` (the service must stay alive); the seconds it took."""
+    began = time.monotonic()
+    wait_until(lambda: service.check_alive() or done(), RECOVERY_TIMEOUT, what)
+    return time.monotonic() - began
+
+
+# -- (a) SQLite read-only for a while ---------------------------------------------------------
+
+
+def _chattr(flag: str, *paths: Path) -> None:
+    subprocess.run(["chattr", flag, *map(str, paths)], check=True, capture_output=True)
+
+
+@contextlib.contextmanager
+def read_only(*paths: Path) -> Iterator[None]:
+    """``paths`` immutable (read-only even for root) for the block, writable again after."""
+    _chattr("+i", *paths)
+    try:
+        yield
+    finally:
+        _chattr("-i", *paths)
+
+
+def _immutable_supported(tmp_path: Path) -> bool:
+    probe = tmp_path / "probe"
+    probe.touch()
+    try:
+        _chattr("+i", probe)
+    except (OSError, subprocess.CalledProcessError):
+        return False
+    _chattr("-i", probe)
+    return True
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("when", ["mid-run", "from-the-start"])
+def test_sqlite_read_only_for_a_while_then_writable(tmp_path: Path, when: str) -> None:
+    if not _immutable_supported(tmp_path):
+        pytest.skip("chattr +i is not available here (needs root and ext4/xfs/btrfs)")
+    db = tmp_path / "events.db"
+    effects_db = tmp_path / "effects.db"
+    store = SqliteEventStore(db)
+    service = ServiceProcess(
+        APP, f"sqlite:///{db}", tmp_path / "service.log", service_env(effects_db, 0.01)
+    )
+    made, speeding = _made()
+    try:
+        fines_app.publish_many(store, made, REPORTS_STREAM)
+        if when == "mid-run":
+            service.start()
+            wait_until(
+                lambda: service.check_alive() or handler_calls(effects_db) >= 15, 60, "15 calls"
+            )
+        # Not the -shm file: SQLite maps it in memory, and a write to an immutable mapping
+        # kills the process (a read-only remount leaves mappings made before it alone).
+        with read_only(db, db.with_name("events.db-wal")):
+            if when == "from-the-start":  # every connection opens read-only
+                service.start()
+            # Several failures: connections were reopened while the file was read-only.
+            wait_until(
+                lambda: service.check_alive() or failures_logged(service) >= 4,
+                60,
+                "the service to meet the read-only file four times",
+            )
+            calls_while_read_only = handler_calls(effects_db)
+        took = recover(
+            service,
+            lambda: all_done(store, effects_db, speeding),
+            "every workflow done after the file is writable again",
+        )
+        assert service.terminate() == 0
+    finally:
+        service.cleanup()
+    try:
+        repeats = check_outcome(store, effects_db, speeding)
+    finally:
+        store.close()
+    commands = 3 * len(speeding)
+    failures = failures_logged(service)
+    # No storm of handler calls while the store is down: each failure (backed off) re-runs at
+    # most the commands of one batch, and there are few failures.
+    assert repeats <= failures * commands, f"{repeats} repeated calls, {failures} failures"
+    assert failures <= 10, f"{failures} failures: no back-off?"
+    print(
+        f"read-only: recovered in {took:.1f}s; {calls_while_read_only} calls before writable;"
+        f" {failures} failures; {repeats} repeated calls for {commands} commands"
+    )
+
+
+# -- (b) PostgreSQL connections killed -------------------------------------------------------
+
+
+def _terminate(application_name: str) -> int:
+    """Kill every backend of the service; how many there were."""
+    with psycopg.connect(PG_URI, autocommit=True, connect_timeout=10) as connection:
+        rows = connection.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+            (application_name,),
+        ).fetchall()
+    return len(rows)
+
+
+@pytest.mark.slow
+def test_postgres_connections_killed_mid_batch(tmp_path: Path) -> None:
+    effects_db = tmp_path / "effects.db"
+    made, speeding = _made()
+    name = f"decider-fault-{uuid.uuid4().hex[:8]}"
+    with fresh_schema() as schema:
+        store = PostgresEventStore(PG_URI, schema=schema)
+        uri = f"{PG_URI}{'&' if '?' in PG_URI else '?'}schema={schema}&application_name={name}"
+        service = ServiceProcess(APP, uri, tmp_path / "service.log", service_env(effects_db, 0.01))
+        killed: list[int] = []
+        try:
+            fines_app.publish_many(store, made, REPORTS_STREAM)
+            service.start()
+            for kill in range(4):
+                target = 15 * (kill + 1)
+
+                def reached(target: int = target) -> bool:
+                    return service.check_alive() or handler_calls(effects_db) >= target
+
+                wait_until(
+                    reached,
+                    60,
+                    f"{target} handler calls",
+                )
+                killed.append(_terminate(name))
+            took = recover(
+                service,
+                lambda: all_done(store, effects_db, speeding),
+                "every workflow done after the killed connections",
+            )
+            assert service.terminate() == 0
+            repeats = check_outcome(store, effects_db, speeding)
+        finally:
+            service.cleanup()
+            store.close()
+    assert all(count >= 1 for count in killed), killed
+    assert failures_logged(service) >= 1, "no processor met a killed connection"
+    assert repeats <= 3 * len(speeding)
+    print(f"killed {killed} backends; recovered in {took:.1f}s; {repeats} repeated calls")
+
+
+# -- (c) EventStoreDB test server stopped and restarted -------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class EsdbServerProcess:
+    """The EventStoreDB test server as a process, on a fixed port and log file."""
+
+    def __init__(self, port: int, log_file: Path, output: Path) -> None:
+        self.port = port
+        self.log_file = log_file
+        self.output = output
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def uri(self) -> str:
+        return f"esdb://127.0.0.1:{self.port}?Tls=false"
+
+    def start(self) -> None:
+        with self.output.open("a") as out:
+            self.process = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "decider.stores.esdb_testserver",
+                    "--port",
+                    str(self.port),
+                    "--file",
+                    str(self.log_file),
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        wait_until(self._listening, 30, "the EventStoreDB test server to listen")
+
+    def _listening(self) -> bool:
+        assert self.process is not None
+        if self.process.poll() is not None:
+            raise AssertionError(f"the test server exited: {self.output.read_text()[-2000:]}")
+        with socket.socket() as probe:
+            return probe.connect_ex(("127.0.0.1", self.port)) == 0
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+
+
+@pytest.mark.slow
+def test_esdb_server_stopped_and_restarted(tmp_path: Path) -> None:
+    from decider.stores.esdb import EsdbEventStore
+
+    effects_db = tmp_path / "effects.db"
+    made, speeding = _made()
+    server = EsdbServerProcess(_free_port(), tmp_path / "esdb.log", tmp_path / "esdb.out")
+    service: ServiceProcess | None = None
+    try:
+        server.start()
+        store = EsdbEventStore(server.uri)
+        try:
+            fines_app.publish_many(store, made, REPORTS_STREAM)
+        finally:
+            store.close()
+        service = ServiceProcess(
+            APP, server.uri, tmp_path / "service.log", service_env(effects_db, 0.01)
+        )
+        service.start()
+        wait_until(lambda: service.check_alive() or handler_calls(effects_db) >= 15, 60, "15 calls")
+        server.stop()
+        wait_until(
+            lambda: service.check_alive() or failures_logged(service) >= 1,
+            60,
+            "the service to notice the server is gone",
+        )
+        threading.Event().wait(1.0)  # down for a while: the service retries meanwhile
+        server.start()
+
+        def done() -> bool:
+            reader = EsdbEventStore(server.uri)
+            try:
+                return all_done(reader, effects_db, speeding)
+            finally:
+                reader.close()
+
+        took = recover(service, done, "every workflow done after the server restarted")
+        assert service.terminate() == 0
+        store = EsdbEventStore(server.uri)
+        try:
+            repeats = check_outcome(store, effects_db, speeding)
+        finally:
+            store.close()
+    finally:
+        if service is not None:
+            service.cleanup()
+        server.stop()
+    assert repeats <= 3 * len(speeding)
+    print(f"esdb restart: recovered in {took:.1f}s; {repeats} repeated calls")

@@ -1,0 +1,64 @@
+"""The side table in which the service apps' handlers record their effects.
+
+The SQLite file named by ``$SVC_EFFECTS_DB`` holds ``effects(command_id PRIMARY KEY, kind,
+calls)``: one row per command id (the effect, made idempotent by its key) and ``calls``
+counting how many times a handler ran for it (at-least-once delivery shows as calls > 1).
+Handlers run in ``decider run`` processes, so the table is a file, not a Python object.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+
+EFFECTS_ENV = "SVC_EFFECTS_DB"
+"""The environment variable that names the effects file."""
+
+DELAY_ENV = "SVC_HANDLER_DELAY"
+"""The environment variable with the seconds each recorded effect takes."""
+
+SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS effects("
+    "command_id TEXT PRIMARY KEY, kind TEXT NOT NULL, calls INTEGER NOT NULL)"
+)
+_local = threading.local()
+
+
+def effects_connection(path: str) -> sqlite3.Connection:
+    """A connection to the effects file ``path``, its table created."""
+    connection = sqlite3.connect(path, timeout=30, isolation_level=None)
+    connection.execute("PRAGMA journal_mode=WAL")
+    # A killed process loses nothing the OS already has; only power loss would.
+    connection.execute("PRAGMA synchronous=OFF")
+    connection.execute(SCHEMA)
+    return connection
+
+
+def record_effect(command_id: str, kind: str) -> None:
+    """The effect of a command, keyed by its id: a second call only counts.
+
+    ``$SVC_HANDLER_DELAY`` seconds pass first, as for a call to a remote service, so that a
+    run lasts long enough to be killed in the middle.
+    """
+    delay = float(os.environ.get(DELAY_ENV) or 0)
+    if delay:
+        threading.Event().wait(delay)
+    connection: sqlite3.Connection | None = getattr(_local, "connection", None)
+    if connection is None:
+        connection = _local.connection = effects_connection(os.environ[EFFECTS_ENV])
+    connection.execute(
+        "INSERT INTO effects(command_id, kind, calls) VALUES (?, ?, 1) "
+        "ON CONFLICT(command_id) DO UPDATE SET calls = calls + 1",
+        (command_id, kind),
+    )
+
+
+def read_effects(path: str) -> dict[str, tuple[str, int]]:
+    """command id -> (kind, calls)."""
+    connection = effects_connection(path)
+    try:
+        rows = connection.execute("SELECT command_id, kind, calls FROM effects").fetchall()
+    finally:
+        connection.close()
+    return {command_id: (kind, calls) for command_id, kind, calls in rows}
