@@ -5,8 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from conftest import events
-
 from decider import CancelRequested, Lifecycle
 from decider.processors import FakeClock, Service, show
 from decider.processors.cli import main
@@ -16,6 +14,7 @@ from decider.stores.sqlite import SqliteEventStore
 from samples.order_fulfilment.app import ORDERS_STREAM, make_app
 from samples.order_fulfilment.messages import OrderCancelled, OrderFulfilled, OrderLine, OrderPlaced
 from samples.order_fulfilment.workflow import PAYMENT_DEADLINE, PAYMENT_TIMED_OUT, workflow
+from tests.support.stores import events
 
 CUSTOMER_REASON = "the customer found it cheaper elsewhere"
 
