@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import sys
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -192,3 +194,16 @@ def test_differences_name_the_fields_of_dataclasses_and_models() -> None:
     assert "field total_cents: expected 1, actual 2" in (
         value_diff("message", p, p.model_copy(update={"total_cents": 2})) or ""
     )
+
+
+def test_the_core_never_imports_pydantic_itself() -> None:
+    code = (
+        "import sys, decider, decider.testing; from decider import Codec; Codec(); "
+        "assert 'pydantic' not in sys.modules, 'decider imported pydantic'"
+    )
+
+    done = subprocess.run(
+        [sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=60
+    )
+
+    assert done.returncode == 0, done.stderr
