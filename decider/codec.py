@@ -9,6 +9,8 @@ kind and the message's name joined by a colon, so a reader of the raw log sees b
     Scheduled:orders.PaymentTimedOut          {"after": 900.0, "message": {...}}
     Ignored:fines.PoliceReportPublished       {"reason": "...", "message": {...}}
     Completed                     {}
+    Failed                        {"reason": "..."}
+    Cancelled                     {"reason": "..."}
 
 Only registered types decode: a type name found in data is looked up in the registry and
 never imported. An upcaster turns an old stored shape into the current one before it is
@@ -27,7 +29,9 @@ from cattrs.preconf.json import make_converter
 from decider.errors import DeciderError, DecodeError, UnknownMessageType
 from decider.events import (
     Began,
+    Cancelled,
     Completed,
+    Failed,
     Ignored,
     InitiatedBy,
     Published,
@@ -38,6 +42,7 @@ from decider.events import (
     WorkflowEvent,
 )
 from decider.messages import REGISTRY, Envelope, MessageRegistry, Metadata
+from decider.models import configure_converter
 
 JSON: TypeAlias = dict[str, Any]
 Upcaster: TypeAlias = Callable[[JSON], JSON]
@@ -51,6 +56,7 @@ _WRAPPING: dict[str, type[Any]] = {
 }
 _KIND_OF: dict[type[Any], str] = {cls: kind for kind, cls in _WRAPPING.items()}
 _EMPTY = b"{}"
+_ENDINGS: dict[str, type[Failed | Cancelled]] = {"Failed": Failed, "Cancelled": Cancelled}
 # json.dumps builds a new encoder on every call made with options; one shared encoder (it keeps
 # no state between calls) writes the same compact, UTF-8 JSON for less.
 _JSON_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
@@ -65,6 +71,8 @@ EVENT_KINDS: tuple[str, ...] = (
     "Scheduled",
     "Completed",
     "Ignored",
+    "Failed",
+    "Cancelled",
 )
 """The kinds of workflow event, the first part of their stored type names."""
 
@@ -92,6 +100,7 @@ class Codec:
         self.converter = make_converter()
         self.converter.register_unstructure_hook(timedelta, timedelta.total_seconds)
         self.converter.register_structure_hook(timedelta, lambda v, _: timedelta(seconds=v))
+        configure_converter(self.converter)  # pydantic models, besides attrs and dataclasses
         self._upcasters: dict[str, tuple[str, Upcaster]] = {}
 
     def add_upcaster(self, stored_name: str, upcast: Upcaster, *, to: str | None = None) -> None:
@@ -133,6 +142,8 @@ class Codec:
         """A workflow event as (stored type name, JSON bytes)."""
         if isinstance(event, Began | Completed):
             return type(event).__name__, _EMPTY
+        if isinstance(event, Failed | Cancelled):
+            return type(event).__name__, self._dumps({"reason": event.reason})
         if isinstance(event, Scheduled):
             name, body = self._unstructure(event.message)
             doc: JSON = {"after": event.after.total_seconds(), "message": body}
@@ -153,6 +164,12 @@ class Codec:
             return Began()
         if type_name == "Completed":
             return Completed()
+        ending = _ENDINGS.get(type_name)
+        if ending is not None:
+            reason = self._field(type_name, self._loads(type_name, data), "reason")
+            if not isinstance(reason, str):
+                raise DecodeError(type_name, f"'reason' must be a string, got {reason!r}")
+            return ending(reason)
         if not name:
             raise DecodeError(type_name, "not a workflow event type")
         doc = self._loads(type_name, data)
@@ -189,6 +206,8 @@ class Codec:
             doc["causation_id"] = metadata.causation_id
         if metadata.recorded_at is not None:
             doc["recorded_at"] = metadata.recorded_at.isoformat()
+        if metadata.workflow_version is not None:
+            doc["workflow_version"] = metadata.workflow_version
         return self._dumps(doc)
 
     def decode_metadata(self, data: bytes) -> Metadata:
@@ -196,7 +215,7 @@ class Codec:
         doc = self._loads("metadata", data)
         if not isinstance(doc.get("message_id"), str):
             raise DecodeError("metadata", "'message_id' is missing or not a string")
-        for key in ("correlation_id", "causation_id"):
+        for key in ("correlation_id", "causation_id", "workflow_version"):
             if doc.get(key) is not None and not isinstance(doc[key], str):
                 raise DecodeError("metadata", f"{key!r} must be a string, got {doc[key]!r}")
         recorded = doc.get("recorded_at")
@@ -206,6 +225,7 @@ class Codec:
                 correlation_id=doc.get("correlation_id"),
                 causation_id=doc.get("causation_id"),
                 recorded_at=datetime.fromisoformat(recorded) if recorded else None,
+                workflow_version=doc.get("workflow_version"),
             )
         except (TypeError, ValueError) as exc:
             raise DecodeError("metadata", str(exc)) from exc

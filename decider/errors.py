@@ -5,7 +5,9 @@
     DeciderError
     ├── UnknownMessageType     a type name, or a class, that no registry knows
     ├── MessageRegistrationError  a message class registered wrongly (bad name, duplicate)
-    └── DecodeError            stored bytes that cannot become a message or workflow event
+    ├── DecodeError            stored bytes that cannot become a message or workflow event
+    ├── InvalidDecision        decide returned something that is not a list of commands
+    └── WorkflowDefinitionError  a Workflow built with an option that cannot work
 """
 
 from __future__ import annotations
@@ -40,3 +42,16 @@ class DecodeError(DeciderError, ValueError):
         self.type_name = type_name
         self.reason = reason
         super().__init__(f"cannot decode {type_name!r}: {reason}")
+
+
+class InvalidDecision(DeciderError, TypeError):
+    """``decide`` returned something other than a list of commands (a bare message, one
+    command not in a list, ``None``), or a command after one that ends the instance.
+
+    The message names what was returned and what to write instead.
+    """
+
+
+class WorkflowDefinitionError(DeciderError, ValueError):
+    """A :class:`~decider.Workflow` built with an option that cannot work (an unknown
+    ``on_error`` policy, a snapshot interval below 1, a state it cannot snapshot)."""

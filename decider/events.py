@@ -2,7 +2,8 @@
 
 The stream is the instance's memory (``evolve`` folds it into state), its record of inputs
 (``InitiatedBy``, ``Received``, ``Ignored``) and its outbox (``Replied``, ``Sent``,
-``Published``, ``Scheduled``, which processors carry out).
+``Published``, ``Scheduled``, which processors carry out). ``Completed``, ``Failed`` and
+``Cancelled`` are terminal: after one of them nothing is decided any more.
 """
 
 from __future__ import annotations
@@ -73,8 +74,30 @@ class Completed:
 
 
 @attrs.frozen
+class Failed:
+    """The instance failed: ``decide`` chose ``Fail(reason)``, or raised under ``on_error="fail"``.
+
+    Terminal: nothing is decided after this.
+    """
+
+    reason: str
+
+
+@attrs.frozen
+class Cancelled:
+    """The instance was cancelled: ``decide`` chose ``Cancel(reason)``, or a cancel request
+    reached a workflow that does not decide on cancel requests.
+
+    Terminal: nothing is decided after this.
+    """
+
+    reason: str
+
+
+@attrs.frozen
 class Ignored(Generic[I]):
-    """An input that arrived after the instance completed: recorded, never decided upon."""
+    """An input that arrived after the instance ended (completed, failed or cancelled):
+    recorded, never decided upon."""
 
     message: I
     reason: str
@@ -89,9 +112,14 @@ WorkflowEvent: TypeAlias = (
     | Published[O]
     | Scheduled[O]
     | Completed
+    | Failed
+    | Cancelled
     | Ignored[I]
 )
 """Any event of a workflow instance's stream."""
 
 OUTBOX_EVENTS: tuple[type, ...] = (Replied, Sent, Published, Scheduled)
 """The events that record a command a processor still has to carry out."""
+
+TERMINAL_EVENTS: tuple[type, ...] = (Completed, Failed, Cancelled)
+"""The events that end an instance: after one of them every input is recorded as ``Ignored``."""

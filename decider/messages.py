@@ -1,4 +1,7 @@
-"""Messages: frozen attrs classes with an explicit, stable type name, and their envelope.
+"""Messages: frozen value classes with an explicit, stable type name, and their envelope.
+
+A message class is an attrs class, a frozen dataclass or a frozen pydantic model
+(:mod:`decider.models`).
 
 A message's stored type name is given by the developer, never taken from the class's
 ``__name__``, so renaming or moving a class does not orphan the events already stored.
@@ -16,6 +19,7 @@ from typing import Any, Generic, TypeVar
 import attrs
 
 from decider.errors import MessageRegistrationError, UnknownMessageType
+from decider.models import check_message_class
 
 T = TypeVar("T")
 M = TypeVar("M")
@@ -37,18 +41,16 @@ class MessageRegistry:
     def register(self, type_name: str, cls: type[Any]) -> None:
         """Register ``cls`` under ``type_name``.
 
-        Raises :class:`MessageRegistrationError` for a malformed name, a class that is not an
-        attrs class, or a name or class already registered to something else.
+        Raises :class:`MessageRegistrationError` for a malformed name, a class that cannot be a
+        message (not an attrs class, a frozen dataclass or a frozen pydantic model), or a name
+        or class already registered to something else.
         """
         if not TYPE_NAME.match(type_name):
             raise MessageRegistrationError(
                 f"message type name {type_name!r} must start with a letter and hold only "
                 "letters, digits, '_', '.' or '-'"
             )
-        if not attrs.has(cls):
-            raise MessageRegistrationError(
-                f"{cls.__qualname__} must be an attrs class (use @attrs.frozen) to be a message"
-            )
+        check_message_class(cls)
         known = self._by_name.get(type_name)
         if known is not None and known is not cls:
             raise MessageRegistrationError(
@@ -88,7 +90,10 @@ REGISTRY = MessageRegistry()
 def message(
     type_name: str, *, registry: MessageRegistry = REGISTRY
 ) -> Callable[[type[T]], type[T]]:
-    """Class decorator: register an attrs class as a message under a stable ``type_name``.
+    """Class decorator: register a message class under a stable ``type_name``.
+
+    The class is an attrs class, a frozen dataclass or a frozen pydantic model; put the
+    decorator above ``@attrs.frozen`` / ``@dataclass(frozen=True)``.
 
     >>> @message("doc.Pinged")
     ... @attrs.frozen(kw_only=True)
@@ -116,13 +121,16 @@ class Metadata:
 
     ``message_id`` identifies the message (inputs are deduplicated by it);
     ``correlation_id`` ties together everything one process does; ``causation_id`` names the
-    message that caused this one; ``recorded_at`` is when the store recorded it (UTC), if known.
+    message that caused this one; ``recorded_at`` is when the store recorded it (UTC), if known;
+    ``workflow_version`` is the ``version`` of the workflow code that began an instance, on its
+    ``Began`` event (see :func:`decider.began_version`).
     """
 
     message_id: str
     correlation_id: str | None = None
     causation_id: str | None = None
     recorded_at: datetime | None = None
+    workflow_version: str | None = None
 
 
 @attrs.frozen

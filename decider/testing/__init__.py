@@ -25,6 +25,8 @@ when: 'ann'
 
 :func:`assert_decide_deterministic` and :func:`assert_fold_total` run hypothesis tests over
 input sequences drawn from a strategy, which :func:`strategy_for` builds for message classes.
+:func:`replay_check` and :func:`assert_replays` replay recorded histories through the current
+code, before a new version is deployed.
 """
 
 from decider.testing.diff import field_diff, sequence_diff, value_diff
@@ -33,18 +35,33 @@ from decider.testing.properties import (
     assert_fold_total,
     strategy_for,
 )
-from decider.testing.spec import Given, Outcome, WorkflowSpec, command_of, is_workflow_event
+from decider.testing.replay import ReplayDifference, ReplayReport, assert_replays, replay_check
+from decider.testing.spec import (
+    Given,
+    Outcome,
+    WorkflowSpec,
+    command_of,
+    deliver,
+    is_workflow_event,
+    unregistered,
+)
 
 __all__ = [
     "Given",
     "Outcome",
+    "ReplayDifference",
+    "ReplayReport",
     "WorkflowSpec",
     "assert_decide_deterministic",
     "assert_fold_total",
+    "assert_replays",
     "command_of",
+    "deliver",
     "field_diff",
     "is_workflow_event",
+    "replay_check",
     "sequence_diff",
     "strategy_for",
+    "unregistered",
     "value_diff",
 ]

@@ -1,14 +1,15 @@
 """Readable differences between what a test expected and what a workflow did.
 
 Sequences are compared index by index, so a failure shows where they part ways rather than
-two long lists to compare by eye; attrs values that differ name the fields that differ.
+two long lists to compare by eye; message values (attrs, dataclass, pydantic) that differ name
+the fields that differ.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-import attrs
+from decider.models import field_values
 
 _MISSING = "(nothing)"
 
@@ -59,6 +60,7 @@ def sequence_diff(what: str, expected: Sequence[object], actual: Sequence[object
 def value_diff(what: str, expected: object, actual: object) -> str | None:
     """``None`` if the values are equal, else both values and the attrs fields that differ.
 
+    >>> import attrs
     >>> @attrs.frozen
     ... class Point:
     ...     x: int
@@ -77,26 +79,30 @@ def value_diff(what: str, expected: object, actual: object) -> str | None:
 
 
 def field_diff(expected: object, actual: object, path: str = "") -> Iterator[str]:
-    """The differing fields of two attrs values of one class, descending into nested ones.
+    """The differing fields of two values of one message class (attrs, dataclass, pydantic),
+    descending into nested ones.
 
-    Yields nothing for values that are not both attrs instances of the same class: their
+    Yields nothing for values that are not both instances of the same message class: their
     reprs already say it all.
 
+    >>> import attrs
     >>> @attrs.frozen
     ... class Box:
     ...     item: object
     >>> list(field_diff(Box(Box(1)), Box(Box(2))))
     ['item.item: expected 1, actual 2']
     """
-    cls = type(expected)
-    if type(actual) is not cls or not attrs.has(cls):
+    if type(actual) is not type(expected):
         return
-    for field in attrs.fields(cls):
-        left, right = getattr(expected, field.name), getattr(actual, field.name)
+    lefts, rights = field_values(expected), field_values(actual)
+    if lefts is None or rights is None:
+        return
+    for field, left in lefts.items():
+        right = rights[field]
         if left == right:
             continue
-        name = f"{path}{field.name}"
-        if type(left) is type(right) and attrs.has(type(left)):
+        name = f"{path}{field}"
+        if type(left) is type(right) and field_values(left) is not None:
             yield from field_diff(left, right, f"{name}.")
         else:
             yield f"{name}: expected {left!r}, actual {right!r}"

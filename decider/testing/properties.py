@@ -6,8 +6,10 @@ Histories are never made up: each run walks a random path through the workflow, 
 drawn inputs through :func:`decider.handle` as a processor would, so every state and history
 checked is one the workflow can reach. In most states most inputs are rejected (``decide``
 raises), so each step draws up to :data:`ATTEMPTS` candidates and takes the first one that is
-accepted; rejected ones are skipped, as they produce no history. A run ends after its drawn
-number of steps, at a dead end (no candidate accepted), or one input after completion.
+accepted; rejected ones are skipped, as they produce no history (also for a workflow whose
+``on_error`` is ``"fail"``: the walk looks for the paths ``decide`` means). A run ends after its
+drawn number of steps, at a dead end (no candidate accepted), or one input after the instance
+ended.
 
 The helpers keep no example database: every workflow shares their inner test, so saved
 examples would leak between workflows; a failure prints its falsifying example instead.
@@ -28,9 +30,10 @@ import attrs
 
 from decider.codec import Codec
 from decider.commands import Command
-from decider.events import Completed, WorkflowEvent
+from decider.events import TERMINAL_EVENTS, WorkflowEvent
+from decider.models import field_types, model_kind
 from decider.testing.diff import describe, sequence_diff, value_diff
-from decider.workflow import Instance, Lifecycle, Workflow, advance, fold, handle, lifecycle, start
+from decider.workflow import Instance, Workflow, advance, fold, handle, lifecycle, start
 
 if TYPE_CHECKING:
     from hypothesis.strategies import DataObject, SearchStrategy
@@ -45,9 +48,10 @@ ATTEMPTS = 20
 
 
 def strategy_for(cls: type[T], /, **fields: SearchStrategy[Any]) -> SearchStrategy[T]:
-    """A hypothesis strategy for instances of the attrs class ``cls``.
+    """A hypothesis strategy for instances of the message class ``cls``: an attrs class, a
+    dataclass or a pydantic model.
 
-    Every field is drawn from its annotated type, attrs classes and unions of them included,
+    Every field is drawn from its annotated type, message classes and unions of them included,
     even when the annotations are strings (``from __future__ import annotations``).
     ``fields`` overrides the strategy of the fields it names, e.g. to draw ids from a few
     values so that inputs meet the instance they belong to. Floats are finite and never
@@ -63,16 +67,17 @@ def strategy_for(cls: type[T], /, **fields: SearchStrategy[Any]) -> SearchStrate
     """
     from hypothesis import strategies as st
 
-    if not attrs.has(cls):
-        raise TypeError(f"strategy_for needs an attrs class, got {cls!r}")
-    unknown = set(fields) - {field.name for field in attrs.fields(cls)}
+    if model_kind(cls) is None:
+        raise TypeError(
+            f"strategy_for needs an attrs class, a dataclass or a pydantic model, got {cls!r}"
+        )
+    types_ = field_types(cls)
+    unknown = set(fields) - set(types_)
     if unknown:
         raise TypeError(f"{cls.__qualname__} has no field {', '.join(sorted(unknown))}")
-    attrs.resolve_types(cls)
     drawn = {
-        field.name: fields[field.name] if field.name in fields else _strategy_for_type(field.type)
-        for field in attrs.fields(cls)
-        if field.init
+        name: fields[name] if name in fields else _strategy_for_type(tp)
+        for name, tp in types_.items()
     }
     return st.builds(cast("Callable[..., T]", cls), **drawn)
 
@@ -80,7 +85,7 @@ def strategy_for(cls: type[T], /, **fields: SearchStrategy[Any]) -> SearchStrate
 def _strategy_for_type(tp: Any) -> SearchStrategy[Any]:
     from hypothesis import strategies as st
 
-    if isinstance(tp, type) and attrs.has(tp):
+    if model_kind(tp) is not None:
         return strategy_for(tp)
     if tp is float:
         return st.floats(allow_nan=False, allow_infinity=False)
@@ -120,7 +125,7 @@ def assert_decide_deterministic(
 
     def twice(instance: Instance[S], input: I) -> None:
         where = f"{input!r} in state {instance.state!r}"
-        if instance.status is not Lifecycle.COMPLETED:
+        if not instance.status.terminal:
             _same_twice("decide", where, _decide, workflow, input, instance.state)
         _same_twice("handle", where, handle, workflow, instance, input)
 
@@ -182,11 +187,13 @@ def _walk(
     from hypothesis import strategies as st
 
     instance, history = start(workflow), list[WorkflowEvent[I, O]]()
+    # Rejected inputs are skipped, never recorded as failures: the walk follows what decide means.
+    skipping = attrs.evolve(workflow, on_error="skip")
     steps = data.draw(st.integers(min_value=0, max_value=max_inputs), label="steps")
     for _ in range(steps):
-        if instance.status is Lifecycle.COMPLETED and not isinstance(history[-1], Completed):
-            break  # one input after completion shows it ignored; more would show nothing new
-        events = _accepted(workflow, instance, data, inputs, check)
+        if instance.status.terminal and not isinstance(history[-1], TERMINAL_EVENTS):
+            break  # one input after the end shows it ignored; more would show nothing new
+        events = _accepted(skipping, instance, data, inputs, check)
         if events is None:
             break
         if codec is not None:

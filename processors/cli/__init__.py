@@ -13,6 +13,7 @@
     decider reset commands --to-time 2026-01-31T12:00Z
     decider diagram samples.traffic_fine:app IssueTrafficFineForSpeedingViolation
     decider console --app samples.traffic_fine:app --store sqlite:///events.db
+    decider replay-check --app samples.traffic_fine:app --limit 100
 
 ``--store`` defaults to ``$DECIDER_STORE`` and ``--app`` to ``$DECIDER_APP``. Exit status: 0
 done, 1 an operation failed (a store error, a command that is not parked, a stream without
@@ -56,6 +57,7 @@ from decider.processors.cli.views import instance_lines, parked_lines, status_li
 from decider.processors.console.cli import add_commands as add_console_commands
 from decider.processors.errors import NotParked
 from decider.processors.queries import list_parked, retry_parked, show, status
+from decider.processors.replay_check import replay_stored
 from decider.processors.service import Service
 from decider.stores.errors import StoreError
 from decider.stores.redact import redact_uri
@@ -189,6 +191,16 @@ def build_parser() -> argparse.ArgumentParser:
     add_operator_commands(commands)
 
     add_console_commands(commands, app_help, store_help)
+
+    replay = commands.add_parser(
+        "replay-check",
+        help="replay stored instances through the current code; exit 1 if any differ",
+    )
+    replay.add_argument("--app", help=app_help)
+    replay.add_argument("--store", help=store_help)
+    replay.add_argument("--workflow", help="only this workflow's instances")
+    replay.add_argument("--limit", type=int, help="replay at most this many instances")
+    replay.set_defaults(command=_replay_check)
     return parser
 
 
@@ -285,6 +297,19 @@ def _retry(args: argparse.Namespace) -> int:
                 ]
             )
     return 0
+
+
+def _replay_check(args: argparse.Namespace) -> int:
+    if args.limit is not None and args.limit < 0:
+        raise UsageError(f"--limit must be >= 0, got {args.limit}")
+    with app_and_store(args) as (app, store):
+        try:
+            replays = replay_stored(store, app, workflow=args.workflow, limit=args.limit)
+        except KeyError as exc:
+            raise UsageError(exc.args[0] if exc.args else str(exc)) from exc
+    differing = [str(replay) for replay in replays if not replay.report.ok]
+    emit([*differing, f"{len(replays)} instances replayed, {len(differing)} differ"])
+    return 1 if differing else 0
 
 
 def _close(store: object) -> None:

@@ -9,7 +9,7 @@ from typing import TypeAlias
 
 import attrs
 
-from decider import message
+from decider import CancelRequested, message
 
 
 @attrs.frozen(kw_only=True)
@@ -102,6 +102,15 @@ class PaymentRefunded:
     payment_id: str
 
 
+@message("orders.ReleaseStock")
+@attrs.frozen(kw_only=True)
+class ReleaseStock:
+    """Put reserved stock back on the shelves: compensates a reservation."""
+
+    order_id: str
+    reservation_id: str
+
+
 @message("orders.ShipOrder")
 @attrs.frozen(kw_only=True)
 class ShipOrder:
@@ -146,12 +155,14 @@ Input: TypeAlias = (
     | StockReservationFailed
     | PaymentRefunded
     | OrderShipped
+    | CancelRequested
 )
 Output: TypeAlias = (
     ChargePayment
     | PaymentTimedOut
     | ReserveStock
     | RefundPayment
+    | ReleaseStock
     | ShipOrder
     | OrderFulfilled
     | OrderCancelled

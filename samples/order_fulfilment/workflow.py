@@ -6,6 +6,12 @@ An order placed is charged, with a deadline: a payment not confirmed within
 nothing). A confirmed payment reserves the stock; reserved stock is shipped and the order
 fulfilled. A failed reservation refunds the payment (compensation), then cancels the order.
 
+The customer may cancel (a ``decider.CancelRequested``, which this workflow decides on): before
+the payment is confirmed the order is cancelled at once; while the stock is being reserved the
+payment is refunded and the stock, once its answer comes, released (compensations), and the
+instance ends ``Cancelled`` when both are done. Once the order is refunding or shipping it is
+too late: the request is recorded and changes nothing.
+
 WARNING: a payment confirmed after the deadline cancelled the order arrives at a completed
 instance and is recorded as ignored: the payment service must not capture charges of
 cancelled orders (it can subscribe to ``orders.OrderCancelled``).
@@ -20,6 +26,9 @@ from typing import TypeAlias
 import attrs
 
 from decider import (
+    Cancel,
+    Cancelled,
+    CancelRequested,
     Command,
     Complete,
     Completed,
@@ -44,6 +53,7 @@ from samples.order_fulfilment.messages import (
     PaymentRefunded,
     PaymentTimedOut,
     RefundPayment,
+    ReleaseStock,
     ReserveStock,
     ShipOrder,
     StockReservationFailed,
@@ -89,6 +99,17 @@ class Refunding:
 
 
 @attrs.frozen(kw_only=True)
+class Cancelling:
+    """The customer cancelled while the stock was being reserved: the payment is being
+    refunded, and the stock released once the reservation's answer comes."""
+
+    order_id: str
+    reason: str
+    refund_pending: bool = True
+    stock_pending: bool = True
+
+
+@attrs.frozen(kw_only=True)
 class Shipping:
     """The stock is reserved; the order is being shipped."""
 
@@ -100,7 +121,9 @@ class Final:
     """Nothing more to do: the order was fulfilled or cancelled."""
 
 
-State: TypeAlias = Initial | AwaitingPayment | ReservingStock | Refunding | Shipping | Final
+State: TypeAlias = (
+    Initial | AwaitingPayment | ReservingStock | Refunding | Cancelling | Shipping | Final
+)
 
 
 class UnexpectedInput(Exception):
@@ -125,7 +148,7 @@ def decide(message: Input, state: State) -> Sequence[Command[Output]]:
                 Publish(OrderCancelled(order_id=order_id, reason=PAYMENT_TIMED_OUT)),
                 Complete(),
             ]
-        case PaymentTimedOut(), ReservingStock() | Refunding() | Shipping():
+        case PaymentTimedOut(), ReservingStock() | Refunding() | Cancelling() | Shipping():
             return []  # the payment was confirmed in time: the deadline no longer matters
         case StockReserved(reservation_id=reservation_id), ReservingStock(order_id=order_id):
             return [Send(ShipOrder(order_id=order_id, reservation_id=reservation_id))]
@@ -146,7 +169,49 @@ def decide(message: Input, state: State) -> Sequence[Command[Output]]:
                 Publish(OrderFulfilled(order_id=order_id, tracking_number=tracking)),
                 Complete(),
             ]
+        case CancelRequested() | StockReserved() | StockReservationFailed() | PaymentRefunded(), _:
+            return _cancel(message, state)
     raise UnexpectedInput(message, state)
+
+
+def _cancel(message: Input, state: State) -> Sequence[Command[Output]]:
+    """The decisions of a customer's cancellation, and of the answers to its compensations."""
+    match message, state:
+        case CancelRequested(reason=reason), AwaitingPayment(order_id=order_id):
+            return [Publish(OrderCancelled(order_id=order_id, reason=reason)), Cancel(reason)]
+        case CancelRequested(), ReservingStock() as reserving:
+            return [
+                Send(
+                    RefundPayment(
+                        order_id=reserving.order_id,
+                        payment_id=reserving.payment_id,
+                        amount_cents=reserving.amount_cents,
+                    )
+                )
+            ]
+        case CancelRequested(), Refunding() | Cancelling() | Shipping():
+            return []  # too late, or already under way: the order ends as it was going to
+        case StockReserved(reservation_id=reservation_id), Cancelling() as cancelling:
+            release: Command[Output] = Send(
+                ReleaseStock(order_id=cancelling.order_id, reservation_id=reservation_id)
+            )
+            return [release, *_cancelled_once(cancelling, refund_pending=cancelling.refund_pending)]
+        case StockReservationFailed(), Cancelling() as cancelling:
+            return _cancelled_once(cancelling, refund_pending=cancelling.refund_pending)
+        case PaymentRefunded(), Cancelling() as cancelling:
+            return _cancelled_once(cancelling, stock_pending=cancelling.stock_pending)
+    raise UnexpectedInput(message, state)
+
+
+def _cancelled_once(
+    cancelling: Cancelling, *, refund_pending: bool = False, stock_pending: bool = False
+) -> Sequence[Command[Output]]:
+    """End the cancellation when the last compensation is done (what is still pending after
+    this input is given)."""
+    if refund_pending or stock_pending:
+        return []
+    reason = cancelling.reason
+    return [Publish(OrderCancelled(order_id=cancelling.order_id, reason=reason)), Cancel(reason)]
 
 
 def evolve(state: State, event: WorkflowEvent[Input, Output]) -> State:
@@ -166,7 +231,13 @@ def evolve(state: State, event: WorkflowEvent[Input, Output]) -> State:
             return Shipping(order_id=order_id)
         case Received(StockReservationFailed(reason=reason)), ReservingStock(order_id=order_id):
             return Refunding(order_id=order_id, reason=f"the stock could not be reserved: {reason}")
-        case Completed(), _:
+        case Received(CancelRequested(reason=reason)), ReservingStock(order_id=order_id):
+            return Cancelling(order_id=order_id, reason=reason)
+        case Received(StockReserved() | StockReservationFailed()), Cancelling() as cancelling:
+            return attrs.evolve(cancelling, stock_pending=False)
+        case Received(PaymentRefunded()), Cancelling() as cancelling:
+            return attrs.evolve(cancelling, refund_pending=False)
+        case Completed() | Cancelled(), _:
             return Final()
     return state
 

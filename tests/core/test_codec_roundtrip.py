@@ -14,8 +14,10 @@ import samples.traffic_fine.messages
 from decider import (
     REGISTRY,
     Began,
+    Cancelled,
     Codec,
     Completed,
+    Failed,
     Ignored,
     InitiatedBy,
     Metadata,
@@ -44,6 +46,8 @@ DELAYS = st.timedeltas(min_value=timedelta(0), max_value=timedelta(days=3650))
 WORKFLOW_EVENTS = st.one_of(
     st.just(Began()),
     st.just(Completed()),
+    st.builds(Failed, st.text()),
+    st.builds(Cancelled, st.text()),
     st.builds(InitiatedBy, ANY_SAMPLE_MESSAGE),
     st.builds(Received, ANY_SAMPLE_MESSAGE),
     st.builds(Replied, ANY_SAMPLE_MESSAGE),
@@ -58,7 +62,7 @@ def test_both_samples_messages_are_all_covered() -> None:
     names = [name for name, _ in SAMPLE_MESSAGES]
 
     assert sum(name.startswith("fines.") for name in names) == 6
-    assert sum(name.startswith("orders.") for name in names) == 13
+    assert sum(name.startswith("orders.") for name in names) == 14
 
 
 @pytest.mark.parametrize(("name", "cls"), SAMPLE_MESSAGES, ids=[n for n, _ in SAMPLE_MESSAGES])

@@ -6,6 +6,9 @@ from hypothesis import strategies as st
 
 from decider import (
     Began,
+    Cancel,
+    Cancelled,
+    CancelRequested,
     Complete,
     Completed,
     InitiatedBy,
@@ -35,6 +38,7 @@ from samples.order_fulfilment.messages import (
     PaymentRefunded,
     PaymentTimedOut,
     RefundPayment,
+    ReleaseStock,
     ReserveStock,
     ShipOrder,
     StockReservationFailed,
@@ -44,6 +48,7 @@ from samples.order_fulfilment.workflow import (
     PAYMENT_DEADLINE,
     PAYMENT_TIMED_OUT,
     AwaitingPayment,
+    Cancelling,
     Final,
     Refunding,
     ReservingStock,
@@ -62,6 +67,9 @@ RESERVED = StockReserved(order_id=ORDER, reservation_id="res-1")
 NO_STOCK = StockReservationFailed(order_id=ORDER, reason="tea is out of stock")
 REFUNDED = PaymentRefunded(order_id=ORDER, payment_id="pay-1")
 SHIPPED = OrderShipped(order_id=ORDER, tracking_number="TRK-9")
+CANCEL = CancelRequested(reason="the customer changed their mind")
+REFUND = RefundPayment(order_id=ORDER, payment_id="pay-1", amount_cents=2450)
+CANCELLED = OrderCancelled(order_id=ORDER, reason="the customer changed their mind")
 
 
 def test_placing_an_order_charges_it_with_a_deadline() -> None:
@@ -170,6 +178,76 @@ def test_a_timeout_before_any_order_is_unexpected() -> None:
     spec.when(TIMED_OUT).then_raises(UnexpectedInput, match="in state Initial")
 
 
+def test_a_cancel_before_the_payment_is_confirmed_cancels_the_order_at_once() -> None:
+    spec.given(PLACED).when(CANCEL).then_commands(
+        Publish(CANCELLED), Cancel("the customer changed their mind")
+    ).then_cancelled("changed their mind").then_state(Final())
+
+
+def test_a_payment_confirmed_after_a_cancel_is_ignored() -> None:
+    spec.given(PLACED, CANCEL).when(CONFIRMED).then_ignored()
+
+
+def test_a_cancel_while_reserving_refunds_the_payment_first() -> None:
+    spec.given(PLACED, CONFIRMED).when(CANCEL).then_commands(Send(REFUND)).then_state(
+        Cancelling(order_id=ORDER, reason="the customer changed their mind")
+    )
+
+
+def test_stock_reserved_during_a_cancel_is_released() -> None:
+    spec.given(PLACED, CONFIRMED, CANCEL).when(RESERVED).then_commands(
+        Send(ReleaseStock(order_id=ORDER, reservation_id="res-1"))
+    ).then_state(
+        Cancelling(order_id=ORDER, reason="the customer changed their mind", stock_pending=False)
+    )
+
+
+def test_the_cancel_ends_when_the_refund_and_the_stock_are_both_settled() -> None:
+    spec.given(PLACED, CONFIRMED, CANCEL, RESERVED).when(REFUNDED).then_commands(
+        Publish(CANCELLED), Cancel("the customer changed their mind")
+    ).then_cancelled()
+    spec.given(PLACED, CONFIRMED, CANCEL, REFUNDED).when(RESERVED).then_commands(
+        Send(ReleaseStock(order_id=ORDER, reservation_id="res-1")),
+        Publish(CANCELLED),
+        Cancel("the customer changed their mind"),
+    ).then_cancelled()
+    spec.given(PLACED, CONFIRMED, CANCEL, REFUNDED).when(NO_STOCK).then_commands(
+        Publish(CANCELLED), Cancel("the customer changed their mind")
+    ).then_history(
+        Began(),
+        InitiatedBy(PLACED),
+        Sent(ChargePayment(order_id=ORDER, amount_cents=2450)),
+        Scheduled(PAYMENT_DEADLINE, TIMED_OUT),
+        Received(CONFIRMED),
+        Sent(ReserveStock(order_id=ORDER, items=ITEMS)),
+        Received(CANCEL),
+        Sent(REFUND),
+        Received(REFUNDED),
+        Received(NO_STOCK),
+        Published(CANCELLED),
+        Cancelled("the customer changed their mind"),
+    )
+
+
+def test_the_refund_alone_does_not_end_a_cancel_awaiting_the_stock() -> None:
+    spec.given(PLACED, CONFIRMED, CANCEL).when(REFUNDED).then_nothing().then_state(
+        Cancelling(order_id=ORDER, reason="the customer changed their mind", refund_pending=False)
+    )
+
+
+def test_a_cancel_once_shipping_is_too_late_and_the_order_is_fulfilled() -> None:
+    spec.given(PLACED, CONFIRMED, RESERVED).when(CANCEL).then_nothing()
+    spec.given(PLACED, CONFIRMED, RESERVED, CANCEL).when(SHIPPED).then_completed()
+
+
+def test_a_cancel_while_refunding_for_want_of_stock_changes_nothing() -> None:
+    spec.given(PLACED, CONFIRMED, NO_STOCK).when(CANCEL).then_nothing()
+
+
+def test_a_cancel_after_the_order_ended_is_ignored() -> None:
+    spec.given(PLACED, TIMED_OUT).when(CANCEL).then_ignored()
+
+
 ORDER_IDS = st.sampled_from(["ord-1", "ord-2"])
 INPUTS = st.one_of(
     strategy_for(OrderPlaced, order_id=ORDER_IDS),
@@ -179,6 +257,7 @@ INPUTS = st.one_of(
     strategy_for(StockReservationFailed, order_id=ORDER_IDS),
     strategy_for(PaymentRefunded, order_id=ORDER_IDS),
     strategy_for(OrderShipped, order_id=ORDER_IDS),
+    strategy_for(CancelRequested),
 )
 
 
