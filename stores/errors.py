@@ -7,6 +7,7 @@ so processors handle one tree::
     ├── WrongExpectedVersion   the stream is not at the revision the caller expected
     ├── StreamDeleted          the stream was deleted (tombstoned) and cannot be written or read
     ├── StoreUnavailable       the backend cannot be reached or timed out; retrying may help
+    ├── PermanentStoreError    the store rejects what was written for good (a name it cannot hold)
     ├── CorruptEvent           a stored event cannot be decoded (bad JSON, unknown type)
     └── UnsupportedStoreURI    a store URI with an unknown scheme or malformed parts
 """
@@ -45,6 +46,13 @@ class StreamDeleted(StoreError):
 
 class StoreUnavailable(StoreError):
     """The backend could not be reached, or did not answer in time. Retrying may succeed."""
+
+
+class PermanentStoreError(StoreError):
+    """The store rejected a write (or a read) for good: a stream name or value it cannot hold.
+
+    Retrying the same write cannot succeed; a processor skips the input that led to it.
+    """
 
 
 class CorruptEvent(StoreError):
