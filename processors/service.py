@@ -240,10 +240,12 @@ class Service:
         """A processor's thread: if it ends while the service runs, the service stops."""
         try:
             processor.run()
-        except BaseException as exc:
-            if not self._stop.is_set():
+        except BaseException as exc:  # the thread ends either way; the log keeps the traceback
+            if self._stop.is_set():
+                self.logger.exception("%s ended while stopping", processor.name)
+            else:
                 self._died(processor, exc)
-            raise
+            return
         if not self._stop.is_set():
             self._died(processor, None)
 
