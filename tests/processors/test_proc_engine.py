@@ -11,6 +11,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import open_store
+from proc_support import (
+    Added,
+    DoWork,
+    JobRequested,
+    job_app,
+    tally,
+    tally_app,
+    tally_decide,
+    tally_route,
+)
 
 from decider import Metadata, Workflow, event_id
 from decider.processors import (
@@ -29,17 +40,6 @@ from decider.processors.messages import InputSkipped
 from decider.processors.workflow_processor import WorkflowProcessor
 from decider.stores.errors import PermanentStoreError, WrongExpectedVersion
 from decider.stores.protocol import ANY, EventStore, NewEvent, StreamAppend
-from tests.processors.conftest import open_store
-from tests.processors.proc_support import (
-    Added,
-    DoWork,
-    JobRequested,
-    job_app,
-    tally,
-    tally_app,
-    tally_decide,
-    tally_route,
-)
 
 FAST = RetryPolicy(max_attempts=2, initial_delay=0.001, max_delay=0.001)
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from proc_support import Added, DoWork, JobRequested, tally, tally_app
 
 from decider import Metadata, Workflow
 from decider.processors import App, AppDefinitionError
-from tests.processors.proc_support import Added, DoWork, JobRequested, tally, tally_app
 
 
 def _workflow(name: str) -> Workflow[Any, Any, Any]:
