@@ -31,6 +31,7 @@ from decider.processors import (
     Service,
     SystemClock,
     list_parked,
+    status,
 )
 from decider.processors.base import Context
 from decider.processors.clock import Signal
@@ -38,7 +39,8 @@ from decider.processors.errors import ProcessorDied
 from decider.processors.failures import ErrorLog
 from decider.processors.messages import InputSkipped
 from decider.processors.workflow_processor import WorkflowProcessor
-from decider.stores.errors import PermanentStoreError, WrongExpectedVersion
+from decider.stores.errors import PermanentStoreError, StoreUnavailable, WrongExpectedVersion
+from decider.stores.memory import MemoryEventStore
 from decider.stores.protocol import ANY, EventStore, NewEvent, StreamAppend
 
 FAST = RetryPolicy(max_attempts=2, initial_delay=0.001, max_delay=0.001)
@@ -241,3 +243,45 @@ def test_a_processor_thread_that_ends_stops_the_service_with_an_error(
     assert service.failure is not None and "dies.workflow.Tally" in str(service.failure)
     with contextlib.suppress(TimeoutError):
         service.stop()
+
+
+def test_a_store_outage_at_commit_keeps_the_handler_results_instead_of_running_it_again() -> None:
+    store = MemoryEventStore()
+    app, calls = job_app("outage", retry=FAST)
+    original, failures = store.append_batch, []
+
+    def flaky(appends: Any, checkpoint: Any = None) -> Any:
+        if len(failures) < 3 and any(a.stream.startswith("do_work-") for a in appends):
+            failures.append(1)
+            raise StoreUnavailable("read-only for a while")
+        return original(appends, checkpoint)
+
+    store.append_batch = flaky  # type: ignore[method-assign]
+    app.publish(store, JobRequested(job_id="j", action="ok"), "jobs")
+    with Service(app, store) as service:
+        assert service.wait_until(
+            lambda: any(s.status.value == "completed" for s in status(store, app)), 30
+        )
+        assert service.error_count == 3
+    assert calls["j"] == 1  # the handler ran once; its results waited for the store
+
+
+def test_an_instance_stream_nested_too_deeply_skips_its_input(store: EventStore) -> None:
+    app = tally_app("deep")
+    deep = b'{"tally_id": "t", "amount": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    metadata = app.codec.encode_metadata(Metadata(message_id="m0", causation_id="c0"))
+    store.append(
+        "Tally-t",
+        [NewEvent(event_id("Tally-t", "c0", 0), "InitiatedBy:ptest.Added", deep, metadata)],
+        ANY,
+    )
+    app.publish(store, Added(tally_id="t", amount=1), "inputs")
+    app.publish(store, Added(tally_id="u", amount=1), "inputs")
+    with Service(app, store) as service:
+        name = f"{app.name}.workflow.Tally"
+        assert service.wait_until(lambda: len(skipped(store, name)) == 1, 30)
+        assert service.wait_idle(30)
+        assert service.errors == []
+    (record,) = skipped(store, name)
+    assert "cannot be folded" in record.reason and "nested too deeply" in record.reason
+    assert len(store.read_stream("Tally-u")) == 2
