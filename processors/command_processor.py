@@ -34,7 +34,7 @@ from decider.processors.handlers import Carried, GaveUp, HandlerRunner
 from decider.processors.messages import RETRIED
 from decider.processors.parking import Parking
 from decider.processors.replay import ReplayGuard
-from decider.stores.errors import CorruptEvent
+from decider.stores.errors import CorruptEvent, StoreUnavailable
 from decider.stores.protocol import (
     ANY,
     NO_STREAM,
@@ -84,7 +84,12 @@ class CommandProcessor(Processor):
         for event in batch:
             if self.context.stop.is_set() and self._draft.position is not None:
                 break  # finish what is in hand, leave the rest to the next run
-            if self.step(event, self._draft, self._carry_out) is _STOPPED:
+            try:
+                ran = self.step(event, self._draft, self._carry_out)
+            except StoreUnavailable:
+                self._flush()  # keep what handlers did before the store failed: not run again
+                raise
+            if ran is _STOPPED:
                 break
             self._draft.position = event.position
         draft, self._draft = self._draft, Outcome(position=self._draft.position)

@@ -248,7 +248,7 @@ def test_a_processor_thread_that_ends_stops_the_service_with_an_error(
 def test_a_store_outage_at_commit_keeps_the_handler_results_instead_of_running_it_again() -> None:
     store = MemoryEventStore()
     app, calls = job_app("outage", retry=FAST)
-    original, failures = store.append_batch, []
+    original, failures = store.append_batch, list[int]()
 
     def flaky(appends: Any, checkpoint: Any = None) -> Any:
         if len(failures) < 3 and any(a.stream.startswith("do_work-") for a in appends):

@@ -38,7 +38,7 @@ def test_a_handler_that_cannot_take_command_and_command_id_is_refused() -> None:
         return []
 
     with pytest.raises(AppDefinitionError, match=r"handler 'work'.*command, command_id"):
-        app.add_handler(DoWork, work)
+        app.add_handler(DoWork, work)  # type: ignore[arg-type]
     with pytest.raises(AppDefinitionError, match="not callable"):
         app.add_handler(DoWork, "work", name="work")  # type: ignore[arg-type]
     assert app.handlers == {}
