@@ -33,9 +33,9 @@ from decider.processors import streams
 from decider.processors.app import App
 from decider.processors.clock import Clock, Signal
 from decider.processors.errors import ConflictsExhausted
-from decider.processors.failures import ErrorLog, Failure, classify
+from decider.processors.failures import PERMANENT, ErrorLog, Failure, classify
 from decider.processors.messages import InputSkipped
-from decider.stores.errors import PermanentStoreError, StoreUnavailable, WrongExpectedVersion
+from decider.stores.errors import StoreUnavailable, WrongExpectedVersion
 from decider.stores.protocol import (
     ANY,
     NO_STREAM,
@@ -290,7 +290,7 @@ class Processor(abc.ABC):
             self.conflicts += 1
             self.log.info("%s: %s; redoing the batch unit by unit", self.name, exc)
             self.resync(exc.stream)
-        except PermanentStoreError as exc:
+        except PERMANENT as exc:
             self.log.warning(
                 "%s: the store rejected the batch (%s); redoing it unit by unit",
                 self.name,
@@ -320,7 +320,7 @@ class Processor(abc.ABC):
                 self.resync(exc.stream)
                 # Jitter, so competing writers do not collide again in lockstep.
                 self.context.stop.wait(self._random.uniform(0, 0.002 * 2**attempt))
-            except PermanentStoreError as exc:
+            except PERMANENT as exc:
                 if source is None:
                     raise
                 reason = f"the store rejected what it led to: {describe(exc)}"

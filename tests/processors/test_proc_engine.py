@@ -39,7 +39,12 @@ from decider.processors.errors import ProcessorDied
 from decider.processors.failures import ErrorLog
 from decider.processors.messages import InputSkipped
 from decider.processors.workflow_processor import WorkflowProcessor
-from decider.stores.errors import PermanentStoreError, StoreUnavailable, WrongExpectedVersion
+from decider.stores.errors import (
+    PermanentStoreError,
+    StoreUnavailable,
+    StreamDeleted,
+    WrongExpectedVersion,
+)
 from decider.stores.memory import MemoryEventStore
 from decider.stores.protocol import ANY, EventStore, NewEvent, StreamAppend
 
@@ -121,12 +126,17 @@ def test_conflicts_exhausted_names_the_instance_stream(store: EventStore) -> Non
     assert processor.conflicts == 6  # the batch, then five tries of the one input
 
 
-def test_a_permanent_store_rejection_skips_only_the_input_it_came_from(store: EventStore) -> None:
+@pytest.mark.parametrize("permanent", [PermanentStoreError, StreamDeleted])
+def test_a_permanent_store_rejection_skips_only_the_input_it_came_from(
+    store: EventStore, permanent: type[Exception]
+) -> None:
     app = tally_app("permanent")
     for tally_id in ("a", "reject", "b"):
         app.publish(store, Added(tally_id=tally_id, amount=1), "inputs")
 
     def rejected(stream: str) -> Exception:
+        if permanent is StreamDeleted:
+            return StreamDeleted(stream)
         return PermanentStoreError(f"the index cannot hold {stream!r}")
 
     rejecting: Any = Rejecting(store, lambda s: s == "Tally-reject", rejected)
