@@ -12,9 +12,15 @@ kind and the message's name joined by a colon, so a reader of the raw log sees b
     Failed                        {"reason": "..."}
     Cancelled                     {"reason": "..."}
 
+This module is the one owner of that grammar: :func:`stored_type` builds a stored type name,
+:func:`parse_type` splits one, :func:`kind_prefixes` gives the type prefixes a reader of some
+kinds subscribes with, and :class:`Codec` decodes messages, workflow events, a ``Scheduled``
+event's timer and metadata. Nothing else parses a stored type name or metadata JSON.
+
 Only registered types decode: a type name found in data is looked up in the registry and
-never imported. An upcaster turns an old stored shape into the current one before it is
-structured.
+never imported. Every decode raises :class:`DecodeError` (naming the type and the reason) for
+any failure, a ``RecursionError`` from deeply nested JSON included. An upcaster turns an old
+stored shape into the current one before it is structured.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, TypeAlias
 
+import attrs
 from cattrs.preconf.json import make_converter
 
 from decider.errors import DeciderError, DecodeError, UnknownMessageType
@@ -77,14 +84,94 @@ EVENT_KINDS: tuple[str, ...] = (
 """The kinds of workflow event, the first part of their stored type names."""
 
 
+KIND_SEPARATOR = ":"
+"""Joins a workflow event's kind and its message's type name; message type names cannot hold it."""
+
+COMMAND_KINDS: tuple[str, ...] = ("Sent", "Published", "Replied")
+"""The kinds of workflow event that carry a command for the command processor."""
+
+TIMER_KINDS: tuple[str, ...] = ("Scheduled",)
+"""The kinds of workflow event that carry a timer for the timer processor."""
+
+BEGAN = "Began"
+"""The stored type name of :class:`~decider.events.Began`."""
+
+COMPLETED = "Completed"
+"""The stored type name of :class:`~decider.events.Completed`."""
+
+
 def event_kind(type_name: str) -> str | None:
     """The workflow event kind of a stored type name, or ``None`` for a plain message.
 
     >>> event_kind("Sent:fines.IssueTrafficFine"), event_kind("fines.IssueTrafficFine")
     ('Sent', None)
     """
-    kind = type_name.partition(":")[0]
+    kind = type_name.partition(KIND_SEPARATOR)[0]
     return kind if kind in EVENT_KINDS else None
+
+
+def stored_type(kind: str, message_type: str) -> str:
+    """The stored type name of a workflow event of ``kind`` over a message of ``message_type``.
+
+    >>> stored_type("Received", "fines.PoliceReportPublished")
+    'Received:fines.PoliceReportPublished'
+    """
+    return f"{kind}{KIND_SEPARATOR}{message_type}"
+
+
+def parse_type(type_name: str) -> tuple[str | None, str]:
+    """A stored type name as (workflow event kind or ``None``, message type name).
+
+    The message type name is empty for ``Began`` and ``Completed``; a plain message has no
+    kind.
+
+    >>> parse_type("Sent:fines.IssueTrafficFine"), parse_type("fines.IssueTrafficFine")
+    (('Sent', 'fines.IssueTrafficFine'), (None, 'fines.IssueTrafficFine'))
+    >>> parse_type("Began")
+    ('Began', '')
+    """
+    if type_name in (BEGAN, COMPLETED):
+        return type_name, ""
+    kind, separator, name = type_name.partition(KIND_SEPARATOR)
+    if separator and kind in EVENT_KINDS:
+        return kind, name
+    return None, type_name
+
+
+def kind_prefixes(kinds: tuple[str, ...]) -> tuple[str, ...]:
+    """The stored type name prefixes of the workflow events of ``kinds``: a reader's filter.
+
+    >>> kind_prefixes(COMMAND_KINDS)
+    ('Sent:', 'Published:', 'Replied:')
+    """
+    return tuple(f"{kind}{KIND_SEPARATOR}" for kind in kinds)
+
+
+@attrs.frozen
+class Timer:
+    """What a ``Scheduled`` event holds: the message due after a delay, as stored JSON bytes.
+
+    The message is not structured: the timer processor copies it, byte for byte, when due.
+    """
+
+    message_type: str
+    after: timedelta
+    message: bytes
+
+
+def describe(exc: BaseException, limit: int = 500) -> str:
+    """A one-line reason for ``exc``, at most ``limit`` characters, whatever its contents.
+
+    A ``repr`` that itself fails (a deeply nested value) does not hide the exception's type.
+
+    >>> describe(ValueError("x" * 600), limit=20)
+    "ValueError('xxxxxxx…"
+    """
+    try:
+        text = _describe(exc) if isinstance(exc, Exception) else repr(exc)
+    except Exception:  # a repr that recurses too deep, or raises
+        text = f"{type(exc).__name__} (its description failed)"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 class Codec:
@@ -124,8 +211,17 @@ class Codec:
         return name, self._dumps(self.converter.unstructure(message))
 
     def decode_message(self, type_name: str, data: bytes) -> Any:
-        """The message of a stored type name and JSON bytes."""
-        return self._structure_message(type_name, self._loads(type_name, data))
+        """The message of a stored type name and JSON bytes (a plain message, no event kind)."""
+        try:
+            if type_name in (BEGAN, COMPLETED) or (
+                KIND_SEPARATOR in type_name and event_kind(type_name) is not None
+            ):
+                raise DecodeError(type_name, "a workflow event, not a message")
+            return self._structure_message(type_name, self._loads(type_name, data))
+        except DecodeError:
+            raise
+        except Exception as exc:
+            raise DecodeError(type_name, describe(exc)) from exc
 
     def encode_envelope(self, envelope: Envelope[Any]) -> tuple[str, bytes, bytes]:
         """A message and its metadata as (type name, JSON bytes, metadata JSON bytes)."""
@@ -147,22 +243,53 @@ class Codec:
         if isinstance(event, Scheduled):
             name, body = self._unstructure(event.message)
             doc: JSON = {"after": event.after.total_seconds(), "message": body}
-            return f"Scheduled:{name}", self._dumps(doc)
+            return stored_type("Scheduled", name), self._dumps(doc)
         if isinstance(event, Ignored):
             name, body = self._unstructure(event.message)
-            return f"Ignored:{name}", self._dumps({"reason": event.reason, "message": body})
+            doc = {"reason": event.reason, "message": body}
+            return stored_type("Ignored", name), self._dumps(doc)
         kind = _KIND_OF.get(type(event))
         if kind is None:
             raise DeciderError(f"{event!r} is not a workflow event")
         name, body = self._unstructure(event.message)
-        return f"{kind}:{name}", self._dumps(body)
+        return stored_type(kind, name), self._dumps(body)
 
     def decode_event(self, type_name: str, data: bytes) -> WorkflowEvent[Any, Any]:
         """The workflow event of a stored type name and JSON bytes."""
-        kind, _, name = type_name.partition(":")
-        if type_name == "Began":
+        try:
+            return self._decode_event(type_name, data)
+        except DecodeError:
+            raise
+        except Exception as exc:
+            raise DecodeError(type_name, describe(exc)) from exc
+
+    def decode_timer(self, type_name: str, data: bytes) -> Timer:
+        """The timer a stored ``Scheduled`` event holds, its message left as JSON bytes."""
+        try:
+            kind, name = parse_type(type_name)
+            if kind not in TIMER_KINDS or not name:
+                raise DecodeError(type_name, "not a Scheduled event type")
+            doc = self._loads(type_name, data)
+            after = self._field(type_name, doc, "after")
+            body = self._field(type_name, doc, "message")
+            number = isinstance(after, int | float) and not isinstance(after, bool)
+            if not number or not 0 <= after < 1e9:
+                raise DecodeError(
+                    type_name, f"'after' must be a non-negative number of seconds, got {after!r}"
+                )
+            if not isinstance(body, dict):
+                raise DecodeError(type_name, "'message' must be a JSON object")
+            return Timer(name, timedelta(seconds=after), self._dumps(body))
+        except DecodeError:
+            raise
+        except Exception as exc:
+            raise DecodeError(type_name, describe(exc)) from exc
+
+    def _decode_event(self, type_name: str, data: bytes) -> WorkflowEvent[Any, Any]:
+        kind, name = parse_type(type_name)
+        if type_name == BEGAN:
             return Began()
-        if type_name == "Completed":
+        if type_name == COMPLETED:
             return Completed()
         ending = _ENDINGS.get(type_name)
         if ending is not None:
@@ -170,7 +297,11 @@ class Codec:
             if not isinstance(reason, str):
                 raise DecodeError(type_name, f"'reason' must be a string, got {reason!r}")
             return ending(reason)
-        if not name:
+        if kind is None:
+            raw_kind, separator, _ = type_name.partition(KIND_SEPARATOR)
+            if separator:
+                raise DecodeError(type_name, f"unknown workflow event kind {raw_kind!r}")
+        if kind is None or not name:
             raise DecodeError(type_name, "not a workflow event type")
         doc = self._loads(type_name, data)
         if kind == "Scheduled":
@@ -212,6 +343,28 @@ class Codec:
 
     def decode_metadata(self, data: bytes) -> Metadata:
         """Metadata from JSON bytes."""
+        try:
+            return self._decode_metadata(data)
+        except DecodeError:
+            raise
+        except Exception as exc:
+            raise DecodeError("metadata", describe(exc)) from exc
+
+    def causation_of(self, metadata: bytes) -> str | None:
+        """The causation id in metadata JSON bytes; ``None`` if absent or unreadable.
+
+        For the instance streams the processors wrote themselves, read to know which inputs an
+        instance has handled: lenient, because a bad one is found when its event is decoded.
+        """
+        if not metadata:
+            return None
+        try:
+            cause = json.loads(metadata).get("causation_id")
+        except Exception:  # any bad metadata: not JSON, not an object, too deep
+            return None
+        return cause if isinstance(cause, str) else None
+
+    def _decode_metadata(self, data: bytes) -> Metadata:
         doc = self._loads("metadata", data)
         if not isinstance(doc.get("message_id"), str):
             raise DecodeError("metadata", "'message_id' is missing or not a string")
@@ -245,7 +398,9 @@ class Codec:
             try:
                 doc = upcast(doc)
             except Exception as exc:
-                raise DecodeError(type_name, f"upcasting to {target!r} failed: {exc!r}") from exc
+                raise DecodeError(
+                    type_name, f"upcasting to {target!r} failed: {describe(exc)}"
+                ) from exc
             type_name = target
         try:
             cls = self.registry.class_of(type_name)
@@ -256,7 +411,7 @@ class Codec:
         try:
             return self.converter.structure(doc, cls)
         except Exception as exc:
-            raise DecodeError(type_name, _describe(exc)) from exc
+            raise DecodeError(type_name, describe(exc)) from exc
 
     @staticmethod
     def _field(type_name: str, doc: JSON, key: str) -> Any:
@@ -272,7 +427,9 @@ class Codec:
     def _loads(type_name: str, data: bytes) -> JSON:
         try:
             doc = json.loads(data)
-        except (ValueError, UnicodeDecodeError) as exc:
+        except RecursionError as exc:
+            raise DecodeError(type_name, "invalid JSON: nested too deeply") from exc
+        except Exception as exc:  # ValueError, UnicodeDecodeError, TypeError for a non-bytes value
             raise DecodeError(type_name, f"invalid JSON: {exc}") from exc
         if not isinstance(doc, dict):
             raise DecodeError(type_name, "expected a JSON object")

@@ -12,7 +12,9 @@ from decider.processors.clock import Clock, FakeClock, Signal, SystemClock
 from decider.processors.errors import (
     AppDefinitionError,
     ConflictsExhausted,
+    InvalidStreamName,
     NotParked,
+    ProcessorDied,
     ProcessorError,
 )
 from decider.processors.messages import (
@@ -50,9 +52,11 @@ __all__ = [
     "InputSkipped",
     "InstanceStatus",
     "InstanceView",
+    "InvalidStreamName",
     "NotParked",
     "ParkedCommand",
     "ParkedCommandRetried",
+    "ProcessorDied",
     "ProcessorError",
     "RetryPolicy",
     "Route",

@@ -9,20 +9,16 @@
     def generate_number(command, command_id): ...
     app.route(IssueTrafficFine, stream="fines-issued")
 
-Stream names the processors use (all derived, so a second run finds what the first wrote):
-
-- instance ``<WorkflowName>-<instance id>``;
-- handler results ``<handler name>-<command id>``;
-- published messages ``topic-<message type>-<command id>``;
-- replies ``reply-<message id of the input that caused the reply>``;
-- fired timers ``timer-<Scheduled event id>``;
-- parked-command ledger ``decider-parked-<app name>``; command failures fed back
-  ``decider-failed-<WorkflowName>-<command id>``; skipped inputs
-  ``decider-skipped-<processor name>``.
+Registration checks each name and signature at once and raises
+:class:`~decider.processors.errors.AppDefinitionError` naming the culprit: a workflow or handler
+name that holds the stream-name separator (see :mod:`decider.processors.streams`), a route that
+cannot take ``(message, metadata)``, a handler that cannot take ``(command, command_id)``, a
+message type that is not registered with the app's codec.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, TypeAlias
@@ -31,6 +27,7 @@ import attrs
 from returns.result import Result
 
 from decider import Codec, Envelope, Metadata, UnknownMessageType, Workflow, event_id, new_id
+from decider.processors import streams
 from decider.processors.errors import AppDefinitionError
 from decider.processors.retry import HandlerFailure, RetryPolicy
 from decider.stores.protocol import ANY, EventStore, NewEvent
@@ -44,47 +41,11 @@ HandlerResult: TypeAlias = Sequence[Any] | Result[Sequence[Any], HandlerFailure]
 Handler: TypeAlias = Callable[[Any, str], HandlerResult]
 """A command handler: ``handler(command, command_id)``; the id is its idempotency key."""
 
-_UUID_LENGTH = 36
-
 
 def by_correlation(message: object, metadata: Metadata) -> str | None:
     """The default route: the input's correlation id, which the processors set to the instance id
     on everything an instance causes (handler results, timers, failures)."""
     return metadata.correlation_id
-
-
-def parked_stream(app_name: str) -> str:
-    """The stream of an app's parked-command ledger."""
-    return f"decider-parked-{app_name}"
-
-
-def skipped_stream(processor_name: str) -> str:
-    """The stream where a processor records the inputs it skipped."""
-    return f"decider-skipped-{processor_name}"
-
-
-def results_stream(handler_name: str, command_id: str) -> str:
-    """The stream of one command's handler results: written once, with ``NO_STREAM``."""
-    return f"{handler_name}-{command_id}"
-
-
-def failed_stream(workflow_name: str, command_id: str) -> str:
-    """The stream a parked command's ``CommandFailed`` goes to (one per command)."""
-    return f"decider-failed-{workflow_name}-{command_id}"
-
-
-def failed_stream_workflow(stream: str) -> str | None:
-    """The workflow name a :func:`failed_stream` is addressed to (``None``: not such a stream).
-
-    Command ids are UUID strings of fixed length, so the name is exact even if it holds dashes.
-
-    >>> failed_stream_workflow(failed_stream("Order-v2", "6f1f3b0e-4c1a-5d8e-9b7a-2f0c1d9e8a47"))
-    'Order-v2'
-    """
-    prefix = "decider-failed-"
-    if not stream.startswith(prefix) or len(stream) < len(prefix) + _UUID_LENGTH + 2:
-        return None
-    return stream[len(prefix) : -(_UUID_LENGTH + 1)]
 
 
 @attrs.frozen
@@ -109,7 +70,7 @@ class WorkflowRegistration:
     @property
     def stream_prefix(self) -> str:
         """The prefix every instance stream of the workflow starts with."""
-        return f"{self.workflow.name}-"
+        return streams.instance_prefix(self.workflow.name)
 
 
 @attrs.frozen
@@ -133,9 +94,7 @@ class App:
     def __init__(
         self, name: str, *, codec: Codec | None = None, retry: RetryPolicy | None = None
     ) -> None:
-        if not name or any(c in name for c in " \t\n/"):
-            raise AppDefinitionError(f"app name {name!r} must be non-empty with no spaces or '/'")
-        self.name = name
+        self.name = streams.check_app_name(name)
         self.codec = codec or Codec()
         self.default_retry = retry or RetryPolicy()
         self.workflows: dict[str, WorkflowRegistration] = {}
@@ -161,8 +120,12 @@ class App:
             raise AppDefinitionError(f"progress_within must be positive, got {progress_within}")
         if workflow.name in self.workflows:
             raise AppDefinitionError(f"workflow {workflow.name!r} is already registered")
-        if not workflow.name or "-" in workflow.name[:1]:
-            raise AppDefinitionError(f"workflow name {workflow.name!r} is not a valid name")
+        streams.check_part_name(workflow.name, "workflow")
+        if any(h.name == workflow.name for h in self.handlers.values()):
+            raise AppDefinitionError(
+                f"workflow name {workflow.name!r} is already a handler's name (their streams "
+                "would mix)"
+            )
         pairs: Iterable[tuple[type[Any], Route]] = (
             inputs.items()
             if isinstance(inputs, Mapping)
@@ -173,6 +136,7 @@ class App:
             name = self._type_name(cls, f"input of workflow {workflow.name!r}")
             if not callable(route):
                 raise AppDefinitionError(f"the route for {name!r} is not callable: {route!r}")
+            _check_signature(route, ("message", "metadata"), f"the route for {name!r}")
             routes[name] = InputRoute(cls, name, route)
         if not routes:
             raise AppDefinitionError(f"workflow {workflow.name!r} needs at least one input type")
@@ -204,8 +168,17 @@ class App:
         handler_name = name or getattr(func, "__name__", "")
         if not handler_name or handler_name == "<lambda>":
             raise AppDefinitionError(f"the handler of {type_name!r} needs a name (name=...)")
+        streams.check_part_name(handler_name, "handler")
         if any(h.name == handler_name for h in self.handlers.values()):
             raise AppDefinitionError(f"handler name {handler_name!r} is already used")
+        if handler_name in self.workflows:
+            raise AppDefinitionError(
+                f"handler name {handler_name!r} is already a workflow's name (their streams "
+                "would mix)"
+            )
+        if not callable(func):
+            raise AppDefinitionError(f"the handler of {type_name!r} is not callable: {func!r}")
+        _check_signature(func, ("command", "command_id"), f"the handler {handler_name!r}")
         self.handlers[type_name] = HandlerRegistration(
             type_name, handler_name, func, retry or self.default_retry
         )
@@ -214,9 +187,10 @@ class App:
         """Append every ``Send`` of ``message_type`` to ``stream`` (for another system to read)."""
         type_name = self._type_name(message_type, "routed command")
         self._check_free(type_name)
-        if not stream:
-            raise AppDefinitionError(f"the target stream of {type_name!r} must not be empty")
-        self.routes[type_name] = stream
+        try:
+            self.routes[type_name] = streams.check_stream(stream)
+        except ValueError as exc:
+            raise AppDefinitionError(f"the target stream of {type_name!r}: {exc}") from None
 
     # -- the outside ----------------------------------------------------------------------
 
@@ -272,14 +246,10 @@ class App:
     # -- lookups --------------------------------------------------------------------------
 
     def workflow_of_stream(self, stream: str) -> WorkflowRegistration | None:
-        """The workflow whose instance streams ``stream`` belongs to (longest name wins)."""
-        best: WorkflowRegistration | None = None
-        for registration in self.workflows.values():
-            if stream.startswith(registration.stream_prefix) and (
-                best is None or len(registration.workflow.name) > len(best.workflow.name)
-            ):
-                best = registration
-        return best
+        """The workflow whose instance streams ``stream`` belongs to, if any."""
+        if streams.SEPARATOR not in stream:
+            return None
+        return self.workflows.get(streams.workflow_of(stream))
 
     def _type_name(self, cls: type[Any], role: str) -> str:
         try:
@@ -295,3 +265,18 @@ class App:
             raise AppDefinitionError(f"{type_name!r} already has a handler")
         if type_name in self.routes:
             raise AppDefinitionError(f"{type_name!r} is already routed to a stream")
+
+
+def _check_signature(func: Callable[..., Any], params: tuple[str, str], what: str) -> None:
+    """Raise :class:`AppDefinitionError` if ``func`` cannot be called with two arguments."""
+    try:
+        signature = inspect.signature(func)
+    except (TypeError, ValueError):
+        return  # a builtin or extension callable without a signature: it is tried at run time
+    try:
+        signature.bind(None, None)
+    except TypeError as exc:
+        name = getattr(func, "__qualname__", repr(func))
+        raise AppDefinitionError(
+            f"{what} ({name}{signature}) must take ({', '.join(params)}): {exc}"
+        ) from None

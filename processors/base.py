@@ -1,17 +1,26 @@
-"""What every processor shares: its context, the drain-a-batch loop, commits and skip records.
+"""The processor engine: the drain-a-batch loop, committing, the conflict loop, skip records.
 
 A processor is a catch-up subscription from its stored checkpoint. It drains what is ready into
-a batch (up to ``batch_size``), handles the batch, and commits the batch's appends together with
-the checkpoint: in one transaction when the store is a
-:class:`~decider.stores.protocol.TransactionalStore` (group commit), else stream by stream and then
-the
-checkpoint (at least once, made exactly-once in effect by derived event ids).
+a batch (up to ``batch_size``), and hands the batch to its policy (:meth:`Processor.handle`),
+which decides and returns an :class:`Outcome`: the appends and the checkpoint to commit. The
+engine (this module) owns everything after that:
+
+- committing an outcome: in one transaction when the store is a
+  :class:`~decider.stores.protocol.TransactionalStore` (group commit), else stream by stream and
+  then the checkpoint (at least once, made exactly-once in effect by derived event ids);
+- the one bounded reload-and-retry loop on revision conflicts, with jitter: the batch is redone
+  unit by unit (by default input by input), each reloading what conflicted;
+- the skip records: an input that cannot be handled goes to ``decider-skipped-<processor>``
+  with the reason, and the processor moves on;
+- the classification of failures (:mod:`decider.processors.failures`): skip, retry with
+  back-off, or resume from the checkpoint; never the end of the thread.
 """
 
 from __future__ import annotations
 
 import abc
 import logging
+import random
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -19,11 +28,17 @@ from typing import Any
 import attrs
 
 from decider import Envelope, Metadata, event_id
-from decider.processors.app import App, skipped_stream
+from decider.codec import describe
+from decider.processors import streams
+from decider.processors.app import App
 from decider.processors.clock import Clock, Signal
+from decider.processors.errors import ConflictsExhausted
+from decider.processors.failures import PERMANENT, ErrorLog, Failure, classify
 from decider.processors.messages import InputSkipped
+from decider.stores.errors import StoreUnavailable, WrongExpectedVersion
 from decider.stores.protocol import (
     ANY,
+    NO_STREAM,
     CaughtUp,
     CheckpointStore,
     EventStore,
@@ -35,8 +50,36 @@ from decider.stores.protocol import (
     TransactionalStore,
 )
 
+MAX_CONFLICT_RETRIES = 5
+"""How many times one unit of work is redone after revision conflicts before giving up."""
+
+ERRORS_KEPT = 100
+"""How many of a processor's unexpected errors are kept (the rest are only counted)."""
+
 LOGGER = logging.getLogger("decider")
 """The logger every processor writes to."""
+
+
+@attrs.define
+class Outcome:
+    """What handling a batch (or part of one) leads to: the appends and the checkpoint to commit
+    together, and what to do once they are committed (update caches and counters)."""
+
+    appends: list[StreamAppend] = attrs.Factory(list)
+    position: int | None = None
+    on_commit: list[Callable[[], None]] = attrs.Factory(list)
+
+
+class Skip(Exception):
+    """Raised by a policy for an input it cannot handle; the reason is recorded."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
+Unit = tuple[RecordedEvent | None, Callable[[], Outcome]]
+"""A unit of work to redo after a conflict: the input it is for (if one), and how to redo it."""
 
 
 @attrs.define
@@ -54,12 +97,13 @@ class Context:
 
 
 class Processor(abc.ABC):
-    """A named catch-up subscription that handles events in batches and commits its checkpoint.
+    """A named catch-up subscription whose policy handles batches; the engine commits them.
 
-    Subclasses set :attr:`name` and :attr:`filter` and implement :meth:`process`, which must
-    commit (see :meth:`commit`) before returning. :meth:`run` is the thread body: it resumes
-    from the checkpoint, and after an unexpected error it logs, waits (interruptibly) and
-    resumes from the checkpoint again, so a passing outage does not end the service.
+    Subclasses set :attr:`name` and :attr:`filter` and implement :meth:`handle` (the policy);
+    they may override :meth:`redo_units` and :meth:`resync` (what to do after a conflict).
+    :meth:`run` is the thread body: it resumes from the checkpoint after any failure
+    (classified by :func:`~decider.processors.failures.classify`), so neither an input, nor
+    user code, nor a passing outage ends the thread.
     """
 
     name: str
@@ -69,31 +113,55 @@ class Processor(abc.ABC):
         self.context = context
         self.committed: int | None = None
         self.caught_up = False
-        self.errors: list[BaseException] = []
+        self.errors = ErrorLog(ERRORS_KEPT)
+        self.conflicts = 0
+        self.skipped = 0
         self._subscription: Subscription | None = None
         self._lock = threading.Lock()
         self._transactional = isinstance(context.store, TransactionalStore)
+        self._random = random.Random()
 
     @property
     def log(self) -> logging.Logger:
         """The service's logger."""
         return self.context.logger
 
+    # -- the thread -------------------------------------------------------------------------
+
     def run(self) -> None:
-        """Consume until the service stops; resume from the checkpoint after a failure."""
+        """Consume until the service stops; after a failure, back off and resume from the
+        checkpoint (a transient store failure is logged as a warning, anything else with its
+        traceback); only ``KeyboardInterrupt`` ends the thread early."""
         backoff = 0.1
         while not self.context.stop.is_set():
             try:
                 self.consume()
                 backoff = 0.1
-            except Exception as exc:
+            except BaseException as exc:
+                failure = classify(exc, handling_input=False)
+                if failure is Failure.INTERRUPT:
+                    raise
                 if self.context.stop.is_set():
                     break
-                self.errors.append(exc)
-                self.log.exception("%s failed; resuming from its checkpoint", self.name)
-                self.context.stop.wait(backoff)
+                self.recover(exc, failure, backoff)
                 backoff = min(backoff * 2, 5.0)
         self.log.info("%s stopped at position %s", self.name, self.committed)
+
+    def recover(self, exc: BaseException, failure: Failure, backoff: float) -> None:
+        """Count and log ``exc``, then wait ``backoff`` seconds (a stop interrupts the wait)."""
+        self.errors.append(exc)
+        if failure is Failure.RETRY:
+            self.log.warning(
+                "%s: the store is unavailable (%s); retrying from its checkpoint in %.1fs",
+                self.name,
+                describe(exc),
+                backoff,
+            )
+        else:
+            self.log.error(
+                "%s failed; resuming from its checkpoint in %.1fs", self.name, backoff, exc_info=exc
+            )
+        self.context.stop.wait(backoff)
 
     def consume(self) -> None:
         """One subscription's life: from the checkpoint until stopped."""
@@ -141,10 +209,6 @@ class Processor(abc.ABC):
             self.caught_up = True
             self.log.info("%s caught up at position %s", self.name, item.position)
 
-    @abc.abstractmethod
-    def process(self, batch: Sequence[RecordedEvent]) -> None:
-        """Handle ``batch`` and commit its effects and checkpoint."""
-
     def idle_position(self) -> int | None:
         """The position up to which this processor has nothing left to do."""
         return self.committed
@@ -153,15 +217,149 @@ class Processor(abc.ABC):
         """Whether work is in hand that does not show in the store (a due timer)."""
         return False
 
-    # -- committing -----------------------------------------------------------------------
+    # -- the policy -------------------------------------------------------------------------
 
-    def commit(self, appends: Sequence[StreamAppend], position: int | None) -> None:
-        """Write ``appends`` and the checkpoint ``position``: one transaction where possible.
+    @abc.abstractmethod
+    def handle(self, batch: Sequence[RecordedEvent]) -> Outcome:
+        """Decide what ``batch`` leads to, writing nothing: the policy of a processor."""
 
-        Raises :class:`~decider.stores.errors.WrongExpectedVersion` if an append's check fails (on a
-        transactional store nothing is written then).
+    def redo_units(self, batch: Sequence[RecordedEvent], outcome: Outcome) -> list[Unit]:
+        """After ``outcome`` of ``batch`` failed to commit: the units to redo, one by one.
+
+        By default each input on its own, decided again (after :meth:`resync`).
         """
+        return [(event, lambda event=event: self.handle([event])) for event in batch]  # type: ignore[misc]
+
+    def keep_stored(self, outcome: Outcome) -> Outcome:
+        """``outcome`` without the appends that would create a stream that exists already:
+        for a policy whose writes must not be redone (a handler is not asked twice)."""
+        return Outcome(
+            [item for item in outcome.appends if not self._stored(item)],
+            outcome.position,
+            outcome.on_commit,
+        )
+
+    def _stored(self, item: StreamAppend) -> bool:
+        if item.expected_revision is not NO_STREAM:
+            return False  # derived ids under ANY: a second write of them is idempotent
+        if not self.context.store.read_stream(item.stream, 0, 1):
+            return False
+        self.log.warning("%s keeps what is stored in %s", self.name, item.stream)
+        return True
+
+    def resync(self, stream: str) -> None:  # noqa: B027 (a hook: most policies keep no state)
+        """After a revision conflict on ``stream``: bring what is known of it up to date."""
+
+    def step(
+        self, event: RecordedEvent, outcome: Outcome, handle: Callable[[RecordedEvent], object]
+    ) -> object:
+        """``handle(event)``; if the input cannot be handled, add its skip record to ``outcome``
+        instead (and return ``None``).
+
+        The failure is classified in one place: data and user-code failures are a skip, a
+        transient store failure or anything unexpected propagates (the batch is retried).
+        """
+        try:
+            return handle(event)
+        except Skip as skip:
+            reason = skip.reason
+        except BaseException as exc:
+            if classify(exc, handling_input=True) is not Failure.SKIP:
+                raise
+            reason = describe(exc)
+        outcome.appends.append(self.skip(event, reason))
+        return None
+
+    # -- the engine -------------------------------------------------------------------------
+
+    def process(self, batch: Sequence[RecordedEvent]) -> None:
+        """Handle ``batch`` and commit what it leads to with the checkpoint past it.
+
+        If the commit fails a revision check (another writer) or the store rejects it for good,
+        the batch is redone unit by unit (:meth:`redo_units`), each in the conflict loop.
+        """
+        self.commit_outcome(self.handle(batch), batch)
+
+    def commit_outcome(self, outcome: Outcome, batch: Sequence[RecordedEvent]) -> None:
+        """Commit ``outcome`` of ``batch``; after a conflict or a permanent rejection, redo the
+        batch unit by unit (:meth:`redo_units`), each in the conflict loop."""
+        try:
+            self.commit(outcome)
+            return
+        except WrongExpectedVersion as exc:
+            self.conflicts += 1
+            self.log.info("%s: %s; redoing the batch unit by unit", self.name, exc)
+            self.resync(exc.stream)
+        except PERMANENT as exc:
+            self.log.warning(
+                "%s: the store rejected the batch (%s); redoing it unit by unit",
+                self.name,
+                describe(exc),
+            )
+        for source, unit in self.redo_units(batch, outcome):
+            self.commit_retrying(source, unit)
+
+    def commit_retrying(self, source: RecordedEvent | None, unit: Callable[[], Outcome]) -> None:
+        """Commit what ``unit()`` returns; on a revision conflict resync, wait a random moment
+        (jitter) and redo it, at most :data:`MAX_CONFLICT_RETRIES` times.
+
+        A permanent store rejection of what ``source`` led to skips ``source``. Raises
+        :class:`~decider.processors.errors.ConflictsExhausted` naming the stream that kept
+        conflicting.
+        """
+        conflict: WrongExpectedVersion | None = None
+        for attempt in range(1, MAX_CONFLICT_RETRIES + 1):
+            outcome = unit()
+            try:
+                self.commit(outcome)
+                return
+            except WrongExpectedVersion as exc:
+                conflict = exc
+                self.conflicts += 1
+                self.log.info("%s: %s (attempt %d)", self.name, exc, attempt)
+                self.resync(exc.stream)
+                # Jitter, so competing writers do not collide again in lockstep.
+                self.context.stop.wait(self._random.uniform(0, 0.002 * 2**attempt))
+            except PERMANENT as exc:
+                if source is None:
+                    raise
+                reason = f"the store rejected what it led to: {describe(exc)}"
+                self.commit(Outcome([self.skip(source, reason)], source.position))
+                return
+        assert conflict is not None
+        raise ConflictsExhausted(conflict.stream, MAX_CONFLICT_RETRIES)
+
+    def commit(self, outcome: Outcome) -> None:
+        """Write ``outcome``'s appends and checkpoint: one transaction where possible.
+
+        A transient store failure (:class:`~decider.stores.errors.StoreUnavailable`) is counted,
+        logged and the same write retried with back-off (0.1 s doubling to 5 s) until it
+        succeeds or the service stops: what was decided (a handler's results) is kept, not
+        decided again. Raises :class:`~decider.stores.errors.WrongExpectedVersion` if an
+        append's check fails (on a transactional store nothing is written then).
+        """
+        backoff = 0.1
+        while True:
+            try:
+                self._write(outcome)
+                return
+            except StoreUnavailable as exc:
+                if self.context.stop.is_set():
+                    raise
+                self.errors.append(exc)
+                self.log.warning(
+                    "%s: the store is unavailable (%s); retrying the commit in %.1fs",
+                    self.name,
+                    describe(exc),
+                    backoff,
+                )
+                if self.context.stop.wait(backoff):
+                    raise
+                backoff = min(backoff * 2, 5.0)
+
+    def _write(self, outcome: Outcome) -> None:
         store = self.context.store
+        appends, position = outcome.appends, outcome.position
         if appends and self._transactional:
             assert isinstance(store, TransactionalStore)
             checkpoint = None if position is None else (self.name, position)
@@ -169,24 +367,34 @@ class Processor(abc.ABC):
         else:
             for item in appends:
                 store.append(item.stream, item.events, item.expected_revision)
-            if position is not None:
+            if position is not None and position != self.committed:
                 self.context.checkpoints.save_checkpoint(self.name, position)
         if position is not None:
             self.committed = position
+        for done in outcome.on_commit:
+            done()
 
     def skip(self, event: RecordedEvent, reason: str) -> StreamAppend:
         """Record that ``event`` is skipped (poison), as an append for the batch's commit."""
+        shown_type = _printable(event.type, 200)
+        shown_reason = _printable(reason, 1000)
         self.log.warning(
-            "%s skips %s at %s@%d: %s", self.name, event.type, event.stream, event.revision, reason
+            "%s skips %s at %s@%d: %s",
+            self.name,
+            shown_type,
+            _printable(event.stream, 200),
+            event.revision,
+            shown_reason,
         )
-        stream = skipped_stream(self.name)
+        self.skipped += 1
+        stream = streams.skipped_stream(self.name)
         record = InputSkipped(
             processor=self.name,
-            reason=reason,
-            stream=event.stream,
+            reason=shown_reason,
+            stream=_printable(event.stream, 1000),
             revision=event.revision,
             position=event.position,
-            event_type=event.type,
+            event_type=shown_type,
             event_id=str(event.id),
         )
         return StreamAppend(stream, [self.derived(stream, str(event.id), record)], ANY)
@@ -211,3 +419,20 @@ class Processor(abc.ABC):
         )
         type_name, data, encoded = codec.encode_envelope(Envelope(message, metadata))
         return NewEvent(new_id, type_name, data, encoded)
+
+    def copied(
+        self, stream: str, cause: str, type_name: str, data: bytes, correlation_id: str | None
+    ) -> NewEvent:
+        """A stored message copied byte for byte to ``stream``, with an id derived from
+        ``stream`` and ``cause`` (also its causation id)."""
+        new_id = event_id(stream, cause, 0)
+        metadata = Metadata(
+            message_id=str(new_id), correlation_id=correlation_id, causation_id=cause
+        )
+        return NewEvent(new_id, type_name, data, self.context.app.codec.encode_metadata(metadata))
+
+
+def _printable(text: str, limit: int) -> str:
+    """``text`` as valid UTF-8 (a lone surrogate escaped), at most ``limit`` characters."""
+    safe = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return safe if len(safe) <= limit else safe[: limit - 1] + "…"

@@ -5,7 +5,9 @@
     ProcessorError
     ├── AppDefinitionError     an App registered wrongly (duplicate workflow, handler, bad type)
     ├── NotParked              retry_parked of a command that is not parked
-    └── ConflictsExhausted     an instance kept changing under the processor; it will resume
+    ├── ConflictsExhausted     an instance kept changing under the processor; it will resume
+    ├── InvalidStreamName      a stream name built from data that no store can hold
+    └── ProcessorDied          a processor's thread ended while the service was running
 """
 
 from __future__ import annotations
@@ -38,3 +40,25 @@ class ConflictsExhausted(ProcessorError):
         super().__init__(
             f"stream {stream!r} kept changing: {attempts} appends failed their revision check"
         )
+
+
+class InvalidStreamName(ProcessorError, ValueError):
+    """A stream name built from data (an instance id, a message id) that a store cannot hold:
+    not UTF-8, holding NUL, or too long. The input it came from is skipped with this reason."""
+
+    def __init__(self, shown: str, reason: str) -> None:
+        self.shown = shown
+        self.reason = reason
+        super().__init__(f"invalid stream name {shown}: {reason}")
+
+
+class ProcessorDied(ProcessorError):
+    """A processor's thread ended although the service was not stopping.
+
+    The service stops and :meth:`~decider.processors.service.Service.run_forever` raises this,
+    so the process exits non-zero and a supervisor can restart it.
+    """
+
+    def __init__(self, processor: str) -> None:
+        self.processor = processor
+        super().__init__(f"processor {processor!r} ended unexpectedly; the service stopped")

@@ -12,10 +12,18 @@ from __future__ import annotations
 
 import attrs
 
-from decider import message
+from decider import REGISTRY, message
 from decider.system import CommandFailed
 
-__all__ = ["CommandFailed", "CommandParked", "InputSkipped", "ParkedCommandRetried"]
+__all__ = [
+    "COMMAND_FAILED",
+    "PARKED",
+    "RETRIED",
+    "CommandFailed",
+    "CommandParked",
+    "InputSkipped",
+    "ParkedCommandRetried",
+]
 
 
 @message("decider.CommandParked")
@@ -57,3 +65,13 @@ class InputSkipped:
     position: int
     event_type: str
     event_id: str
+
+
+COMMAND_FAILED = REGISTRY.name_of(CommandFailed)
+"""The stored type name of :class:`CommandFailed`."""
+
+PARKED = REGISTRY.name_of(CommandParked)
+"""The stored type name of :class:`CommandParked`."""
+
+RETRIED = REGISTRY.name_of(ParkedCommandRetried)
+"""The stored type name of :class:`ParkedCommandRetried`."""

@@ -13,10 +13,11 @@ from typing import Any
 import attrs
 
 from decider import Envelope, Lifecycle, Metadata, WorkflowEvent, advance, event_id, start
-from decider.processors.app import App, parked_stream
+from decider.codec import COMPLETED
+from decider.processors import decoding, streams
+from decider.processors.app import App
 from decider.processors.errors import ConflictsExhausted, NotParked
 from decider.processors.messages import CommandParked, ParkedCommandRetried
-from decider.stores.decoding import decode_event, decode_metadata
 from decider.stores.errors import WrongExpectedVersion
 from decider.stores.protocol import EventStore, Filter, NewEvent, RecordedEvent
 
@@ -88,8 +89,8 @@ def show(store: EventStore, app: App, stream: str) -> InstanceView:
             revision=record.revision,
             position=record.position,
             type=record.type,
-            event=decode_event(app.codec, record),
-            metadata=decode_metadata(app.codec, record),
+            event=decoding.decode_event(app.codec, record),
+            metadata=decoding.decode_metadata(app.codec, record),
             recorded_at=record.recorded_at,
             stored_metadata=record.metadata,
         )
@@ -109,15 +110,12 @@ def status(store: EventStore, app: App, workflow: str | None = None) -> list[Ins
         raise KeyError(f"no workflow {workflow!r} in app {app.name!r}")
     wanted = {r.workflow.name for r in registrations}
     found: dict[str, InstanceStatus] = {}
-    filter = Filter(
-        stream_prefixes=tuple(r.stream_prefix for r in registrations),
-        event_types=("Began", "Completed"),
-    )
+    filter = decoding.lifecycle_filter(r.workflow.name for r in registrations)
     for record in _read_all(store, filter):
         owner = app.workflow_of_stream(record.stream)
         if owner is None or owner.workflow.name not in wanted:
             continue
-        state = Lifecycle.COMPLETED if record.type == "Completed" else Lifecycle.RUNNING
+        state = Lifecycle.COMPLETED if record.type == COMPLETED else Lifecycle.RUNNING
         if found.get(record.stream) is None or state is Lifecycle.COMPLETED:
             found[record.stream] = InstanceStatus(record.stream, owner.workflow.name, state)
     return list(found.values())
@@ -125,14 +123,15 @@ def status(store: EventStore, app: App, workflow: str | None = None) -> list[Ins
 
 def list_parked(store: EventStore, app: App) -> list[ParkedCommand]:
     """The commands of ``app`` that are parked now (parked, and not retried since)."""
-    return [command for command, _ in _parked(app, _read_stream(store, parked_stream(app.name)))]
+    ledger = _read_stream(store, streams.parked_stream(app.name))
+    return [command for command, _ in _parked(app, ledger)]
 
 
 def _parked(app: App, ledger: list[RecordedEvent]) -> list[tuple[ParkedCommand, RecordedEvent]]:
     """The commands parked now in ``ledger``, each with its last park record."""
     parked: dict[str, tuple[ParkedCommand, RecordedEvent]] = {}
     for record in ledger:
-        message = app.codec.decode_message(record.type, record.data)
+        message = decoding.decode_message(app.codec, record)
         if isinstance(message, CommandParked):
             command = ParkedCommand(
                 command_id=message.command_id,
@@ -159,7 +158,7 @@ def retry_parked(store: EventStore, app: App, command_id: str) -> str:
     :class:`~decider.processors.errors.ConflictsExhausted` if the ledger kept changing under the
     call.
     """
-    stream = parked_stream(app.name)
+    stream = streams.parked_stream(app.name)
     for _ in range(_RACES):
         ledger = _read_stream(store, stream)
         found = {c.command_id: (c, record) for c, record in _parked(app, ledger)}

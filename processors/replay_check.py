@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import attrs
 
 from decider.processors.app import App, WorkflowRegistration
-from decider.stores.decoding import decode_event, decode_metadata
+from decider.processors.decoding import decode_event, decode_metadata
 from decider.stores.protocol import EventStore, Filter, RecordedEvent
 from decider.testing import ReplayReport, replay_check
 

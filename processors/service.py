@@ -27,6 +27,7 @@ from decider.processors.app import App
 from decider.processors.base import LOGGER, Context, Processor
 from decider.processors.clock import Clock, Signal, SystemClock
 from decider.processors.command_processor import CommandProcessor
+from decider.processors.errors import ProcessorDied
 from decider.processors.timer_processor import TimerProcessor
 from decider.processors.workflow_processor import WorkflowProcessor
 from decider.stores.protocol import CheckpointStore, EventStore
@@ -77,6 +78,8 @@ class Service:
         self._progress = threading.Condition()
         self._version = 0
         self._state_lock = threading.Lock()
+        self.failure: ProcessorDied | None = None
+        """Set when a processor's thread ended while the service was running."""
 
     # -- life cycle -----------------------------------------------------------------------
 
@@ -91,6 +94,7 @@ class Service:
             if self.running:
                 raise RuntimeError("the service is already running")
             self._stop = Signal()
+            self.failure = None
             context = Context(
                 app=self.app,
                 store=self.store,
@@ -107,7 +111,7 @@ class Service:
             ]
             self.processors += [CommandProcessor(context), TimerProcessor(context)]
             self._threads = [
-                threading.Thread(target=p.run, name=f"decider:{p.name}", daemon=True)
+                threading.Thread(target=self._run, args=(p,), name=f"decider:{p.name}", daemon=True)
                 for p in self.processors
             ]
             for thread in self._threads:
@@ -138,6 +142,8 @@ class Service:
         """Start, run until SIGINT or SIGTERM (or :meth:`stop` from another thread), then stop.
 
         Signal handlers can only be installed from the main thread; elsewhere it just waits.
+        Raises :class:`~decider.processors.errors.ProcessorDied` if a processor's thread ended
+        unexpectedly (the service stopped then), so the process exits non-zero.
         """
         self.start()
         stop = self._stop
@@ -157,6 +163,8 @@ class Service:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
             self.stop()
+        if self.failure is not None:
+            raise self.failure
 
     def __enter__(self) -> Service:
         self.start()
@@ -169,8 +177,14 @@ class Service:
 
     @property
     def errors(self) -> list[BaseException]:
-        """Unexpected errors the processors met (each then resumed from its checkpoint)."""
-        return [error for p in self.processors for error in p.errors]
+        """The last unexpected errors the processors met (each then resumed from its
+        checkpoint): at most :data:`~decider.processors.base.ERRORS_KEPT` per processor."""
+        return [error for p in self.processors for error in p.errors.recent()]
+
+    @property
+    def error_count(self) -> int:
+        """How many unexpected errors the processors met in all (kept or not)."""
+        return sum(p.errors.count for p in self.processors)
 
     def processor(self, name_suffix: str) -> Processor:
         """The running processor whose name ends with ``name_suffix`` (e.g. ``"commands"``)."""
@@ -221,6 +235,32 @@ class Service:
     def wait_idle(self, timeout: float) -> bool:
         """Wait until :meth:`is_idle`; whether it happened within ``timeout`` seconds."""
         return self.wait_until(self.is_idle, timeout)
+
+    def _run(self, processor: Processor) -> None:
+        """A processor's thread: if it ends while the service runs, the service stops."""
+        try:
+            processor.run()
+        except BaseException as exc:  # the thread ends either way; the log keeps the traceback
+            if self._stop.is_set():
+                self.logger.exception("%s ended while stopping", processor.name)
+            else:
+                self._died(processor, exc)
+            return
+        if not self._stop.is_set():
+            self._died(processor, None)
+
+    def _died(self, processor: Processor, exc: BaseException | None) -> None:
+        self.failure = ProcessorDied(processor.name)
+        self.logger.critical(
+            "service %r: processor %s ended unexpectedly; stopping the service",
+            self.app.name,
+            processor.name,
+            exc_info=exc,
+        )
+        self._stop.set()
+        for other in self.processors:
+            other.stop()
+        self._on_progress()
 
     def _on_progress(self) -> None:
         with self._progress:

@@ -31,8 +31,9 @@ from datetime import datetime
 import attrs
 
 from decider import Envelope, Metadata, event_id, message
-from decider.processors.app import App, parked_stream
+from decider.processors.app import App
 from decider.processors.messages import InputSkipped, ParkedCommandRetried
+from decider.processors.streams import parked_stream
 from decider.stores.protocol import (
     ANY,
     EventStore,

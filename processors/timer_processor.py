@@ -16,17 +16,17 @@ from __future__ import annotations
 
 import collections
 import heapq
-import json
 import threading
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import attrs
 
-from decider import Metadata, event_id
-from decider.processors.base import Context, Processor
+from decider.processors import decoding, streams
+from decider.processors.base import Context, Outcome, Processor, Skip, Unit
 from decider.processors.clock import Signal
-from decider.stores.protocol import NO_STREAM, Filter, NewEvent, RecordedEvent, StreamAppend
+from decider.stores.errors import CorruptEvent
+from decider.stores.protocol import NO_STREAM, RecordedEvent, StreamAppend
 
 _IDLE_WAIT = 3600.0
 
@@ -49,11 +49,8 @@ class TimerProcessor(Processor):
     def __init__(self, context: Context) -> None:
         super().__init__(context)
         app = context.app
-        self.name = f"{app.name}.timers"
-        self.filter = Filter(
-            stream_prefixes=tuple(r.stream_prefix for r in app.workflows.values()),
-            event_type_prefixes=("Scheduled:",),
-        )
+        self.name = streams.timer_processor_name(app.name)
+        self.filter = decoding.timer_filter(app.workflows)
         self.fired = 0
         self._heap: list[PendingTimer] = []
         self._heap_lock = threading.Lock()
@@ -106,22 +103,26 @@ class TimerProcessor(Processor):
         """Whether the firing thread failed: the reader must end too, and resubscribe."""
         return self._firer_failed.is_set()
 
-    def process(self, batch: Sequence[RecordedEvent]) -> None:
-        """Queue the batch's timers (the firer commits); record malformed ones as skipped."""
-        skips: list[StreamAppend] = []
+    def handle(self, batch: Sequence[RecordedEvent]) -> Outcome:
+        """Read the batch's timers (queued once the skip records of malformed ones are
+        committed; the firer commits the checkpoint)."""
+        outcome = Outcome()
         timers: list[PendingTimer] = []
         for event in batch:
-            try:
-                timers.append(self._timer(event))
-            except Exception as exc:  # any malformed data: bad JSON, shape or time
-                skips.append(self.skip(event, f"not a valid Scheduled event: {exc!r}"))
-        if skips:
-            self.commit(skips, None)
+            self.step(event, outcome, lambda e: timers.append(self._timer(e)))
+        outcome.on_commit.append(lambda: self._queue(timers, batch[-1].position))
+        return outcome
+
+    def redo_units(self, batch: Sequence[RecordedEvent], outcome: Outcome) -> list[Unit]:
+        """A timer stream written before with other ids: keep what is stored."""
+        return [(None, lambda: self.keep_stored(outcome))]
+
+    def _queue(self, timers: list[PendingTimer], position: int) -> None:
         with self._heap_lock:
             for timer in timers:
                 heapq.heappush(self._heap, timer)
                 self._order.append(timer.position)
-            self._read_position = batch[-1].position
+            self._read_position = position
         self._wake.set()
 
     def on_caught_up(self, item: object) -> None:
@@ -140,24 +141,25 @@ class TimerProcessor(Processor):
             return self._firing > 0 or (bool(self._heap) and self._heap[0].due <= now)
 
     def _timer(self, event: RecordedEvent) -> PendingTimer:
-        doc = json.loads(event.data)
-        after, message = doc["after"], doc["message"]
-        if not isinstance(after, int | float) or after < 0 or not isinstance(message, dict):
-            raise ValueError("'after' must be a non-negative number and 'message' an object")
-        recorded = event.recorded_at
-        correlation = None
-        if event.metadata:
-            meta = json.loads(event.metadata)
-            correlation = meta.get("correlation_id")
-            if meta.get("recorded_at"):
-                recorded = datetime.fromisoformat(meta["recorded_at"])
+        codec = self.context.app.codec
+        try:
+            timer = decoding.decode_timer(codec, event)
+            metadata = decoding.input_metadata(codec, event)
+            recorded_at = metadata.recorded_at or event.recorded_at
+        except CorruptEvent as exc:
+            raise Skip(f"not a valid Scheduled event: {exc.reason}") from exc
+        try:
+            due = recorded_at + timer.after
+        except OverflowError as exc:
+            reason = f"not a valid Scheduled event: its due time is out of range ({exc})"
+            raise Skip(reason) from exc
         return PendingTimer(
-            due=recorded + timedelta(seconds=after),
+            due=due,
             position=event.position,
             scheduled_id=str(event.id),
-            message_type=event.type.partition(":")[2],
-            message=json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode(),
-            correlation_id=correlation if isinstance(correlation, str) else None,
+            message_type=timer.message_type,
+            message=timer.message,
+            correlation_id=metadata.correlation_id,
         )
 
     # -- the firing thread ----------------------------------------------------------------
@@ -197,7 +199,7 @@ class TimerProcessor(Processor):
         appends = [self._fired(timer) for timer in due]
         if appends or (checkpoint is not None and checkpoint != self.committed):
             try:
-                self.commit(appends, checkpoint)
+                self.commit_outcome(Outcome(appends, checkpoint), [])
             except Exception:
                 with self._heap_lock:
                     for timer in due:
@@ -229,14 +231,8 @@ class TimerProcessor(Processor):
         return None
 
     def _fired(self, timer: PendingTimer) -> StreamAppend:
-        stream = f"timer-{timer.scheduled_id}"
-        new_id = event_id(stream, timer.scheduled_id, 0)
-        metadata = Metadata(
-            message_id=str(new_id),
-            correlation_id=timer.correlation_id,
-            causation_id=timer.scheduled_id,
+        stream = streams.timer_stream(timer.scheduled_id)
+        new = self.copied(
+            stream, timer.scheduled_id, timer.message_type, timer.message, timer.correlation_id
         )
-        encoded = self.context.app.codec.encode_metadata(metadata)
-        return StreamAppend(
-            stream, [NewEvent(new_id, timer.message_type, timer.message, encoded)], NO_STREAM
-        )
+        return StreamAppend(stream, [new], NO_STREAM)

@@ -7,6 +7,7 @@ so processors handle one tree::
     ├── WrongExpectedVersion   the stream is not at the revision the caller expected
     ├── StreamDeleted          the stream was deleted (tombstoned) and cannot be written or read
     ├── StoreUnavailable       the backend cannot be reached or timed out; retrying may help
+    ├── PermanentStoreError    the store rejects what was written for good (a name it cannot hold)
     ├── CorruptEvent           a stored event cannot be decoded (bad JSON, unknown type)
     ├── PermanentStoreError    the store can never accept this request; retrying cannot help
     │   └── InvalidName        a stream name, event type or checkpoint name the store cannot hold
@@ -72,7 +73,8 @@ class CorruptEvent(StoreError):
 class PermanentStoreError(StoreError):
     """The store rejected a request that it will reject every time (the data is at fault).
 
-    Nothing of the request was written. Retrying the same request cannot succeed.
+    Nothing of the request was written. Retrying the same request cannot succeed; a processor
+    skips the input that led to it.
     """
 
 

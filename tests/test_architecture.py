@@ -31,7 +31,6 @@ NEUTRAL_STORE_MODULES = {
     "decider.stores.errors",
     "decider.stores.redact",  # redact_uri: a pure function on URI text
     "decider.stores.subscription",
-    "decider.stores.decoding",  # joins stored bytes and the codec, until it moves up (issue 9)
 }
 """The modules of ``decider.stores`` a processor may import: none of them imports a backend."""
 

@@ -28,12 +28,13 @@ from decider.diagram import (
     state_name,
     with_path,
 )
-from decider.processors.app import App, skipped_stream
+from decider.processors.app import App
 from decider.processors.base import Context, Processor
 from decider.processors.clock import Signal, SystemClock
 from decider.processors.command_processor import CommandProcessor
 from decider.processors.messages import InputSkipped
 from decider.processors.queries import InstanceView, ParkedCommand, list_parked, show, status
+from decider.processors.streams import skipped_stream
 from decider.processors.timer_processor import TimerProcessor
 from decider.processors.workflow_processor import WorkflowProcessor
 from decider.stores.protocol import ANY, CheckpointStore, EventStore, Filter, NewEvent

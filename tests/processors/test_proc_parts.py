@@ -21,7 +21,7 @@ from decider.processors import (
     SystemClock,
     status,
 )
-from decider.processors.app import failed_stream, failed_stream_workflow
+from decider.processors.streams import failed_stream, failed_stream_workflow
 from decider.stores.memory import MemoryEventStore
 from samples.traffic_fine.app import make_app
 from tests.support.apps import Added, Closed, DoWork, JobRequested, job, tally, tally_app
@@ -129,14 +129,17 @@ def test_app_registration_errors_name_the_problem() -> None:
         Service(app, object())  # type: ignore[arg-type]
 
 
-def test_the_workflow_of_a_stream_is_the_longest_matching_name() -> None:
+def test_a_workflow_name_with_the_separator_is_refused_so_streams_never_mix() -> None:
     app = tally_app("names")
-    app.workflow(type(tally)("Tally-v2", 0, tally.evolve, tally.decide), inputs=[JobRequested])
-    assert app.workflow_of_stream("Tally-v2-x").workflow.name == "Tally-v2"  # type: ignore[union-attr]
-    assert app.workflow_of_stream("Tally-x").workflow.name == "Tally"  # type: ignore[union-attr]
+    with pytest.raises(AppDefinitionError, match="'Tally-v2'"):
+        app.workflow(type(tally)("Tally-v2", 0, tally.evolve, tally.decide), inputs=[JobRequested])
+    app.workflow(type(tally)("Tally_v2", 0, tally.evolve, tally.decide), inputs=[JobRequested])
+    # "Tally-v2-x" can only be the instance "v2-x" of Tally.
+    assert app.workflow_of_stream("Tally-v2-x").workflow.name == "Tally"  # type: ignore[union-attr]
+    assert app.workflow_of_stream("Tally_v2-x").workflow.name == "Tally_v2"  # type: ignore[union-attr]
     assert app.workflow_of_stream("Other-x") is None
     command_id = "6f1f3b0e-4c1a-5d8e-9b7a-2f0c1d9e8a47"
-    assert failed_stream_workflow(failed_stream("Tally-v2", command_id)) == "Tally-v2"
+    assert failed_stream_workflow(failed_stream("Tally_v2", command_id)) == "Tally_v2"
     assert failed_stream_workflow("decider-failed-x") is None
 
 

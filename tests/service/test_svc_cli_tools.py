@@ -14,13 +14,13 @@ import pytest
 
 from decider import Metadata, event_id
 from decider.processors import Service
-from decider.processors.app import parked_stream
 from decider.processors.cli import main
 from decider.processors.cli.operate import parse_duration, parse_time
 from decider.processors.listing import InstanceQuery, list_instances
 from decider.processors.logs import JsonFormatter, TextFormatter, configure
 from decider.processors.messages import ParkedCommandRetried
 from decider.processors.skipped import find_skipped, list_skipped, redrive
+from decider.processors.streams import parked_stream
 from decider.processors.stuck import StuckWatcher
 from decider.stores.memory import MemoryEventStore
 from decider.stores.protocol import ANY, NewEvent

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from decider import Codec, Metadata, Sent
+from decider.processors.decoding import decode_event, decode_message, decode_metadata
 from decider.stores import NO_STREAM, CorruptEvent, EventStore, NewEvent
-from decider.stores.decoding import decode_event, decode_message, decode_metadata
 from decider.stores.memory import MemoryEventStore
 from decider.stores.sqlite import SqliteEventStore
 from samples.traffic_fine.messages import GenerateTrafficFineSystemNumber
