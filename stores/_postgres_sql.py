@@ -2,6 +2,11 @@
 
 Every statement names its tables with the store's schema (quoted), so a store never depends on
 the connection's ``search_path``. :class:`Statements` builds them once per store.
+
+Positions (see :mod:`decider.stores.postgres`, "Ordering"): an event's position is its
+transaction's id shifted left by :data:`INDEX_BITS`, plus the event's index within that
+transaction; readers read below :data:`HORIZON`, the first position any transaction still in
+flight could write.
 """
 
 from __future__ import annotations
@@ -18,7 +23,22 @@ from psycopg import sql as pgsql
 from decider.stores.protocol import Filter, RecordedEvent
 
 LOCK_CLASS = 0x6465_6369  # "deci": the first key of the store's advisory locks
-"""The first key of every advisory lock the store takes; the second is the schema's CRC-32."""
+"""The first key of the advisory lock that serialises creating or migrating a schema; the second
+is the schema's CRC-32. Appends take no lock."""
+
+INDEX_BITS = 20
+"""The low bits of a position: the event's index within its transaction (up to 2**20 events)."""
+
+MAX_EVENTS_PER_TRANSACTION = 1 << INDEX_BITS
+"""The most events one append or append_batch may write (the index must fit its bits)."""
+
+_XID = "pg_current_xact_id()::text::bigint"
+POSITION = f"({_XID} << {INDEX_BITS})"
+"""The first position of the current transaction (assigns it an id if it has none)."""
+
+HORIZON = f"(pg_snapshot_xmin(pg_current_snapshot())::text::bigint << {INDEX_BITS})"
+"""The first position a transaction still in flight may hold: every row below it is committed
+(or rolled back) for good, so a reader that reads only below it never skips a late commit."""
 
 COLUMNS = "position, stream, revision, event_id, type, data, metadata, recorded_at"
 
@@ -28,7 +48,7 @@ Row = tuple[int, str, int, uuid.UUID, str, bytes, bytes, datetime]
 def lock_key(schema: str) -> int:
     """The second advisory-lock key of ``schema``: its CRC-32 as a signed 32-bit int.
 
-    Two schemas whose keys collide only share a lock (they serialise each other's appends);
+    Two schemas whose keys collide only share a lock (they serialise each other's creation);
     correctness does not depend on the keys being distinct.
     """
     key = zlib.crc32(schema.encode())
@@ -48,7 +68,7 @@ class Statements:
     schema: str
     tables_exist: str
     create: str
-    lock: str
+    migrate: str
     last_revision: str
     last_revisions: str
     insert_one: str
@@ -58,6 +78,10 @@ class Statements:
     find_many: str
     read_stream: str
     head: str
+    held_back: str
+    notify: str
+    own_xid: str
+    oldest_xid: str
     load_checkpoint: str
     save_checkpoint: str
     channel: str
@@ -77,8 +101,8 @@ SET LOCAL client_min_messages = warning;
 SELECT {lock};
 CREATE SCHEMA IF NOT EXISTS {s};
 CREATE TABLE IF NOT EXISTS {events} (
-    -- Assigned inside the write lock (see decider.stores.postgres), so positions follow commits.
-    position    bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    -- (transaction id << INDEX_BITS) + index in the transaction: see decider.stores.postgres.
+    position    bigint      PRIMARY KEY,
     stream      text        NOT NULL,
     revision    bigint      NOT NULL,
     event_id    uuid        NOT NULL,
@@ -96,14 +120,35 @@ CREATE TABLE IF NOT EXISTS {checkpoints} (
 );
 COMMIT;
 """
+        # A schema written by a version that drew positions from an identity column under a
+        # schema-wide lock: drop the identity (positions now come from transaction ids, all
+        # above the old ones; checked first) and add the indexes this version reads with.
+        migrate = f"""
+BEGIN;
+SET LOCAL client_min_messages = warning;
+SELECT {lock};
+DO $migrate$
+BEGIN
+    IF (SELECT coalesce(max(position), 0) FROM {events}) >= {POSITION} THEN
+        RAISE EXCEPTION 'cannot migrate {events}: its positions reach the new ones';
+    END IF;
+END
+$migrate$;
+ALTER TABLE {events} ALTER COLUMN position DROP IDENTITY IF EXISTS;
+COMMIT;
+"""
         return cls(
             schema=schema,
+            # (tables exist, the events table is of the old kind that needs migrate)
             tables_exist=(
                 f"SELECT to_regclass({_literal(events)}) IS NOT NULL"
-                f" AND to_regclass({_literal(checkpoints)}) IS NOT NULL"
+                f" AND to_regclass({_literal(checkpoints)}) IS NOT NULL,"
+                " EXISTS (SELECT FROM pg_attribute WHERE"
+                f" attrelid = to_regclass({_literal(events)}) AND attname = 'position'"
+                " AND attidentity <> '')"
             ),
             create=create,
-            lock=f"SELECT {lock}",
+            migrate=migrate,
             last_revision=(
                 f"SELECT revision FROM {events} WHERE stream = %s ORDER BY revision DESC LIMIT 1"
             ),
@@ -113,25 +158,29 @@ COMMIT;
                 f" {events} AS e WHERE e.stream = s.stream ORDER BY e.revision DESC LIMIT 1)"
                 " FROM unnest(%s::text[]) AS s (stream)"
             ),
-            # The NOTIFY rides along with the insert; PostgreSQL sends it at commit.
+            # Parameters: the event's index in the transaction, then the row.
             insert_one=(
-                f"WITH written AS (INSERT INTO {events}"
-                " (stream, revision, event_id, type, data, metadata, recorded_at)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING position)"
-                " SELECT position, pg_notify(%s, '') FROM written"
+                f"INSERT INTO {events}"
+                " (position, stream, revision, event_id, type, data, metadata, recorded_at)"
+                f" VALUES ({POSITION} + %s, %s, %s, %s, %s, %s, %s, %s) RETURNING position"
             ),
             # Several rows go in as arrays (one statement, whatever the count) and get their
             # positions in the order given. Dumping the arrays costs more than a plain VALUES,
             # so a one-event append (the common case) uses insert_one.
+            # Parameters: the first event's index in the transaction, stream, time, arrays.
             insert_many=(
                 f"WITH written AS (INSERT INTO {events}"
-                " (stream, revision, event_id, type, data, metadata, recorded_at)"
-                " SELECT %s, e.revision, e.event_id, e.type, e.data, e.metadata, %s"
+                " (position, stream, revision, event_id, type, data, metadata, recorded_at)"
+                f" SELECT {POSITION} + %s + e.n - 1, %s, e.revision, e.event_id, e.type,"
+                " e.data, e.metadata, %s"
                 " FROM unnest(%s::bigint[], %s::uuid[], %s::text[], %s::bytea[], %s::bytea[])"
                 " WITH ORDINALITY AS e (revision, event_id, type, data, metadata, n)"
-                " ORDER BY e.n RETURNING position)"
-                " SELECT max(position), pg_notify(%s, '') FROM written"
+                " RETURNING position)"
+                " SELECT max(position) FROM written"
             ),
+            notify=f"SELECT pg_notify({_literal(channel(schema))}, '')",
+            own_xid="SELECT pg_current_xact_id_if_assigned()::text::bigint",
+            oldest_xid="SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint",
             range=(
                 f"SELECT event_id, revision, position FROM {events}"
                 " WHERE stream = %s AND revision >= %s ORDER BY revision LIMIT %s"
@@ -140,17 +189,24 @@ COMMIT;
                 f"SELECT event_id, revision, position FROM {events}"
                 " WHERE stream = %s AND event_id = ANY(%s::uuid[]) ORDER BY revision"
             ),
-            # Several streams' ids at once: (stream, id) pairs as two parallel arrays.
+            # Several streams' ids at once: (stream, id) pairs as two parallel arrays. A
+            # correlated LATERAL probe of the (stream, event_id) index per pair: a plain join
+            # gets a generic plan that may hash-join a full scan of the table (see docs).
             find_many=(
-                f"SELECT e.stream, e.event_id, e.revision, e.position FROM {events} AS e"
-                " JOIN unnest(%s::text[], %s::uuid[]) AS p (stream, event_id)"
-                " ON e.stream = p.stream AND e.event_id = p.event_id ORDER BY e.revision"
+                "SELECT p.stream, p.event_id, e.revision, e.position"
+                " FROM unnest(%s::text[], %s::uuid[]) AS p (stream, event_id)"
+                " CROSS JOIN LATERAL (SELECT x.revision, x.position FROM"
+                f" {events} AS x WHERE x.stream = p.stream AND x.event_id = p.event_id) AS e"
+                " ORDER BY e.revision"
             ),
             read_stream=(
                 f"SELECT {COLUMNS} FROM {events}"
                 " WHERE stream = %s AND revision >= %s ORDER BY revision LIMIT %s"
             ),
-            head=f"SELECT max(position) FROM {events}",
+            # The last readable position: a backward walk of the primary key from the horizon.
+            head=f"SELECT max(position) FROM {events} WHERE position < {HORIZON}",
+            # Whether a committed row waits behind a transaction still in flight.
+            held_back=f"SELECT EXISTS (SELECT FROM {events} WHERE position >= {HORIZON})",
             load_checkpoint=f"SELECT position FROM {checkpoints} WHERE name = %s",
             save_checkpoint=(
                 f"INSERT INTO {checkpoints} (name, position) VALUES (%s, %s)"
@@ -166,7 +222,7 @@ def read_all_sql(schema: str, filter: Filter) -> tuple[str, tuple[object, ...]]:
 
     Parameters: ``after_position``, then the returned ones, then ``limit`` (``NULL``: none).
     """
-    clauses = ["position > %s"]
+    clauses = ["position > %s", f"position < {HORIZON}"]
     params: list[object] = []
     if not filter.include_system:
         clauses.append("NOT starts_with(stream, '$') AND NOT starts_with(type, '$')")

@@ -1,22 +1,40 @@
 """The PostgreSQL event store: psycopg 3, several threads and processes on one database.
 
-Ordering. A position comes from an identity column, and a plain sequence hands out numbers in
-the order transactions *ask*, not the order they *commit*: a reader could see position 11
-committed while 10 is still in flight, move its cursor past 11, and never see 10. So every write
-transaction first takes a transaction-level advisory lock (``pg_advisory_xact_lock``, keyed by
-the schema) and draws its positions inside it. PostgreSQL releases the lock only after the
-commit is visible, so positions strictly increase in commit order and a reader never sees a gap
-that is filled later. Gaps do exist (a rolled-back append burns its positions), which the
-protocol allows.
+Ordering. Writers run in parallel, and a reader of the log never skips a late commit. A plain
+sequence would not do that: numbers are handed out in the order transactions *ask*, not the
+order they *commit*, so a reader could see position 11 committed while 10 is still in flight,
+move past 11, and never see 10. Instead an event's position is its transaction's id
+(``pg_current_xact_id()``, 64 bits, never wraps) shifted left by 20 bits, plus the event's
+index within the transaction; and readers read only positions below the *horizon*, the oldest
+transaction still in flight (``pg_snapshot_xmin(pg_current_snapshot())``) shifted the same way.
+Every transaction below the horizon has ended, and a new one gets an id at or above it, so the
+rows below the horizon are a closed set that no later commit adds to: reading it in position
+order never skips. (A plain identity position with the same horizon filter is *not* safe: two
+transactions may draw identities in the opposite order to their ids; the ordering test shows a
+reader missing events that way.) Positions have gaps, which the protocol allows.
 
-The cost: appends to one schema are serialised, across every process, for the length of their
-transaction (a few statements and the commit's WAL flush; no client think time happens inside
-it). Reads never take the lock. With ``synchronous_commit=on`` the flush dominates, and
-PostgreSQL's group commit cannot batch flushes of appends that wait for each other, so one
-schema takes about one append per WAL flush, however many writers there are. An append is five
-statements in two round trips (pipeline mode): ``BEGIN``, the lock and the stream's last
-revision; then the insert (with its ``NOTIFY``) and ``COMMIT``. Use a schema per independent
-log if that rate is too low.
+The price: a committed event becomes readable only once every transaction that started before
+it *and holds a transaction id* has ended, in any database of the cluster.
+
+WARNING: a long transaction that writes anything (or an idle-in-transaction session, or a
+forgotten ``PREPARE TRANSACTION``) anywhere on the server holds back every reader of every
+store until it ends. Set ``idle_in_transaction_session_timeout`` (and ``transaction_timeout``
+on PostgreSQL 17+) on the server, and watch ``pg_stat_activity.backend_xid`` ages.
+
+WARNING: positions come from transaction ids: a logical dump restored into another cluster
+restarts them lower, so after a restore start readers from scratch or keep the old cluster's
+id counter ahead (``pg_resetwal -x``). One transaction writes at most 2**20 events, and ids
+must stay below 2**43 (eight trillion transactions).
+
+Appends to one stream conflict on its ``(stream, revision)`` key: a writer whose insert loses
+that race retries its whole transaction, which then sees the winner's events and applies the
+expected-revision rule as usual. An append is four statements in two round trips (pipeline
+mode): ``BEGIN`` and the stream's last revision; then the insert and ``COMMIT``.
+
+Schemas written by an older version (positions from an identity column under a schema-wide
+advisory lock) are migrated on open: the identity is dropped, nothing is rewritten, old
+positions stay valid and every new one is higher. Stop the processes of the old version first:
+their appends would fail (they give no position).
 
 Durability. ``synchronous_commit`` is PostgreSQL's setting, for this store's connections:
 
@@ -29,15 +47,15 @@ Durability. ``synchronous_commit`` is PostgreSQL's setting, for this store's con
 
 WARNING: durability also depends on the server (``fsync`` must be on).
 
-Subscriptions. Every append sends a ``NOTIFY`` on its schema's channel (delivered at commit);
-a store's first subscription starts one thread that ``LISTEN``s and wakes the waiting
+Subscriptions. After its commits a store sends a ``NOTIFY`` on its schema's channel, coalesced
+and outside the appending transaction (:mod:`decider.stores._postgres_notify` says why); a
+store's first subscription starts one thread that ``LISTEN``s and wakes the waiting
 subscriptions (:mod:`decider.stores._postgres_listen`): other processes' appends arrive within a
-round
-trip, with no polling, and this store's own at once.
+round trip or two, and this store's own at once.
 
 Threads and processes. Each thread has its own connection (closed when the thread ends or the
 store closes); each process opens its own store. The schema and tables are created on open if
-missing, under the same advisory lock, so two processes may open a new schema at once.
+missing (or migrated), under an advisory lock, so two processes may open a new schema at once.
 
 WARNING: open the store after forking, never before: a connection must not cross a fork.
 """
@@ -46,6 +64,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -57,8 +76,9 @@ from psycopg.rows import TupleRow
 
 from decider.stores._connections import ThreadConnections
 from decider.stores._expectations import check_read_args, validate_append
-from decider.stores._postgres_append import append_one, one_row, read_ahead
+from decider.stores._postgres_append import append_one, check_size, one_row, read_ahead
 from decider.stores._postgres_listen import NotifyListener
+from decider.stores._postgres_notify import CommitAnnouncer
 from decider.stores._postgres_sql import Statements, decode, read_all_sql
 from decider.stores.errors import StoreError, StoreUnavailable
 from decider.stores.protocol import (
@@ -81,6 +101,9 @@ SYNCHRONOUS_COMMIT_LEVELS = ("on", "off", "local", "remote_write", "remote_apply
 DEFAULT_CONNECT_TIMEOUT = 10
 """Seconds a connection attempt may take when the conninfo does not say (``connect_timeout``)."""
 
+_FIRST_DELAY = 0.0002  # seconds between looks at the horizon after a commit, doubling...
+_MAX_DELAY = 0.005  # ...up to this
+_MAX_RACES = 1000  # an ANY append racing writers of one stream; each lost race is one's win
 _MAX_SCHEMA_BYTES = 63  # PostgreSQL's identifier limit (NAMEDATALEN - 1)
 # Pipeline mode needs libpq 14+ (psycopg[binary] bundles one); without it the same statements
 # go one round trip each.
@@ -92,10 +115,9 @@ class PostgresEventStore:
 
     Implements :class:`~decider.stores.protocol.EventStore`,
     :class:`~decider.stores.protocol.CheckpointStore`
-    and :class:`~decider.stores.protocol.TransactionalStore`. Appends are atomic and serialised by
-    an
-    advisory lock; positions strictly increase in commit order; ``synchronous_commit`` sets the
-    durability of a commit (see the module docstring). ``conninfo`` is anything libpq accepts
+    and :class:`~decider.stores.protocol.TransactionalStore`. Appends are atomic and run in
+    parallel; readers never skip a late commit; ``synchronous_commit`` sets the durability of a
+    commit (see the module docstring). ``conninfo`` is anything libpq accepts
     (``postgresql://user@host:5432/db?sslmode=require`` or ``host=... dbname=...``). Opening
     connects, and creates the schema and its tables if missing.
     """
@@ -140,14 +162,16 @@ class PostgresEventStore:
             self._connect, lambda: StoreError(f"the PostgreSQL event store {self._name} is closed")
         )
         self._notifier = LogNotifier()
+        self._announcer = CommitAnnouncer(self._connect, self._sql.notify)
         self._listener: NotifyListener | None = None
         self._listener_lock = threading.Lock()
         try:
             with self._using() as connection:
-                (exists,) = one_row(connection.execute(self._sql.tables_exist))
-                if not exists:
+                exists, old = one_row(connection.execute(self._sql.tables_exist))
+                script = self._sql.migrate if old else None if exists else self._sql.create
+                if script is not None:
                     try:  # the script begins and commits its own transaction
-                        connection.execute(self._sql.create)
+                        connection.execute(script)
                     except BaseException:
                         _roll_back(connection)
                         raise
@@ -173,6 +197,7 @@ class PostgresEventStore:
         append is durable as ``synchronous_commit`` says once this returns.
         """
         validate_append(len(events), expected_revision)
+        check_size(len(events))
         now = datetime.now(UTC)
         return self._write(
             lambda c: append_one(self._sql, c, stream, events, expected_revision, now)
@@ -186,6 +211,7 @@ class PostgresEventStore:
         """Apply every append and the checkpoint in one transaction: all of them, or none."""
         for item in appends:
             validate_append(len(item.events), item.expected_revision)
+        check_size(sum(len(item.events) for item in appends))
         now = datetime.now(UTC)
 
         def body(connection: _Connection) -> Callable[[], list[AppendResult]]:
@@ -252,6 +278,7 @@ class PostgresEventStore:
         # Subscriptions learn of the close before their reads start failing.
         self._notifier.close()
         self._connections.close()
+        self._announcer.close()
         with self._listener_lock:
             listener, self._listener = self._listener, None
         if listener is not None:
@@ -273,28 +300,56 @@ class PostgresEventStore:
             return cursor.fetchall() if fetch else []
 
     def _write(self, body: Callable[[_Connection], Callable[[], _T]]) -> _T:
-        """Run ``body`` in a write transaction that holds the schema's append lock, then wake
-        the subscriptions; ``body`` returns how to read its result once the transaction ends.
+        """Run ``body`` in a write transaction, then wake the subscriptions; ``body`` returns
+        how to read its result once the transaction ends.
 
-        The lock is taken before ``body`` reads anything, so the revision it reads still holds
-        when it inserts, and its positions follow every earlier commit (module docstring). The
-        statements go in pipeline mode: ``BEGIN``, the lock and the first read share one round
-        trip, and the inserts and the ``COMMIT`` another (one round trip each with a libpq
-        older than 14).
+        A transaction that loses a race for a stream's next revision (the ``(stream,
+        revision)`` key) is rolled back and run again: its reads then see the winner's events,
+        and the expected-revision rule decides. The statements go in pipeline mode: ``BEGIN``
+        and the first read share one round trip, and the inserts and the ``COMMIT`` another.
         """
-        with self._using() as connection:
-            try:
-                with connection.pipeline() if _PIPELINE else contextlib.nullcontext():
-                    connection.execute("BEGIN")
-                    connection.execute(self._sql.lock)
-                    finish = body(connection)
-                    connection.execute("COMMIT")
-            except BaseException:
-                _roll_back(connection)
-                raise
-            result = finish()
-        self._notifier.notify()
-        return result
+        for _ in range(_MAX_RACES):
+            with self._using() as connection:
+                try:
+                    with connection.pipeline() if _PIPELINE else contextlib.nullcontext():
+                        connection.execute("BEGIN")
+                        finish = body(connection)
+                        own = connection.execute(self._sql.own_xid)
+                        connection.execute("COMMIT")
+                        oldest = connection.execute(self._sql.oldest_xid)
+                    [(xid,)] = own.fetchall()
+                    if xid is not None:
+                        self._wait_readable(connection, xid, one_row(oldest)[0])
+                except psycopg.errors.UniqueViolation:
+                    # A new connection: psycopg's cache of prepared statements may believe in
+                    # one whose preparation the failed pipeline skipped.
+                    self._connections.drop(self._connections.get())
+                    connection.close()
+                    continue
+                except BaseException:
+                    _roll_back(connection)
+                    raise
+                result = finish()
+            self._notifier.notify()
+            self._announcer.announce()
+            return result
+        raise StoreUnavailable(
+            f"PostgreSQL {self._name}: an append lost {_MAX_RACES} races in a row for a stream's"
+            " next revision"
+        )
+
+    def _wait_readable(self, connection: _Connection, xid: int, oldest: int) -> None:
+        """Wait until the transaction ``xid`` (committed) is below the readers' horizon, so
+        that once an append returns, ``read_all`` and subscriptions see it (read your writes).
+
+        ``oldest`` is the horizon read right after the commit; while a transaction that began
+        earlier still runs, look again after a short, growing delay.
+        """
+        delay = _FIRST_DELAY
+        while oldest <= xid:
+            time.sleep(delay)
+            delay = min(delay * 2, _MAX_DELAY)
+            oldest = one_row(connection.execute(self._sql.oldest_xid))[0]
 
     @contextlib.contextmanager
     def _using(self) -> Iterator[_Connection]:
@@ -345,6 +400,7 @@ class PostgresEventStore:
                 self._sql.channel,
                 self._notifier,
                 name=f"decider-pg-listen-{self.schema}",
+                held_back=self._sql.held_back,
             )
             try:
                 listener.start()
