@@ -70,7 +70,7 @@ def read_ahead(sql: Statements, connection: Connection, appends: Sequence[Stream
         rows = connection.execute(
             sql.find_many, ([s for s, _ in probe], [i for _, i in probe])
         ).fetchall()
-        # Ordered by revision: an id stored twice counts at its latest revision.
+        # One row per pair, at its latest revision (an id stored twice counts there).
         for stream, i, revision, position in rows:
             stored[stream][i] = (i, revision, position)
     return Batch(lasts, stored)
@@ -169,7 +169,7 @@ def _plan(  # noqa: PLR0917
         ):
             return {i: known[i] for i in ids if i in known}
         rows = connection.execute(sql.find_ids, (stream, list(ids))).fetchall()
-        # Ordered by revision: an id stored twice counts at its latest revision.
+        # One row per pair, at its latest revision (an id stored twice counts there).
         return {i: (i, revision, position) for i, revision, position in rows}
 
     return plan_append(

@@ -189,15 +189,17 @@ COMMIT;
                 f"SELECT event_id, revision, position FROM {events}"
                 " WHERE stream = %s AND event_id = ANY(%s::uuid[]) ORDER BY revision"
             ),
-            # Several streams' ids at once: (stream, id) pairs as two parallel arrays. A
-            # correlated LATERAL probe of the (stream, event_id) index per pair: a plain join
-            # gets a generic plan that may hash-join a full scan of the table (see docs).
+            # Several streams' ids at once: (stream, id) pairs as two parallel arrays, each
+            # probed in the (stream, event_id) index for its latest revision. The LIMIT keeps
+            # the probe a correlated subquery: a plain join (or a LATERAL the planner flattens
+            # into one) is planned while the table is small as a hash join over a full scan,
+            # and a prepared statement keeps that plan as the table grows.
             find_many=(
                 "SELECT p.stream, p.event_id, e.revision, e.position"
                 " FROM unnest(%s::text[], %s::uuid[]) AS p (stream, event_id)"
                 " CROSS JOIN LATERAL (SELECT x.revision, x.position FROM"
-                f" {events} AS x WHERE x.stream = p.stream AND x.event_id = p.event_id) AS e"
-                " ORDER BY e.revision"
+                f" {events} AS x WHERE x.stream = p.stream AND x.event_id = p.event_id"
+                " ORDER BY x.revision DESC LIMIT 1) AS e"
             ),
             read_stream=(
                 f"SELECT {COLUMNS} FROM {events}"
@@ -206,7 +208,9 @@ COMMIT;
             # The last readable position: a backward walk of the primary key from the horizon.
             head=f"SELECT max(position) FROM {events} WHERE position < {HORIZON}",
             # Whether a committed row waits behind a transaction still in flight.
-            held_back=f"SELECT EXISTS (SELECT FROM {events} WHERE position >= {HORIZON})",
+            # (max() walks the primary key from its end; an EXISTS is planned as a full scan
+            # while the table is small.)
+            held_back=f"SELECT coalesce((SELECT max(position) FROM {events}) >= {HORIZON}, false)",
             load_checkpoint=f"SELECT position FROM {checkpoints} WHERE name = %s",
             save_checkpoint=(
                 f"INSERT INTO {checkpoints} (name, position) VALUES (%s, %s)"
