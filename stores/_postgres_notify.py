@@ -4,9 +4,8 @@ A ``NOTIFY`` inside the appending transaction would be simplest, but PostgreSQL 
 notifying commit of the cluster behind one lock held through the commit's WAL flush
 (``PreCommit_Notify`` in ``src/backend/commands/async.c``), which would put the writers back in
 single file. So the store notifies *after* its commits, from a connection of its own whose
-``synchronous_commit`` is off (a notification needs no durability), and coalesces: while one
-thread sends, the commits of other threads only mark that another notification is due, and
-the sender sends it once more when it is done. A notification only says "look again": the
+``synchronous_commit`` is off (a notification needs no durability), in a thread of its own,
+and coalesces: while it sends, further commits only mark that another notification is due. A notification only says "look again": the
 readers trust the log, never the message.
 
 WARNING: a process killed between a commit and its notification wakes nobody; the listeners of
@@ -25,49 +24,57 @@ from psycopg.rows import TupleRow
 
 
 class CommitAnnouncer:
-    """Sends the store's ``NOTIFY`` after commits, at most one at a time, coalescing the rest.
+    """Sends the store's ``NOTIFY`` after commits from a thread of its own, coalescing them.
 
-    ``connect()`` opens a new autocommit connection. :meth:`announce` never raises: an append
-    that committed must not fail because the wake-up could not be sent.
+    ``connect()`` opens a new autocommit connection. :meth:`announce` returns at once and never
+    raises: an append that committed must not wait for, or fail because of, the wake-up.
     """
 
-    def __init__(self, connect: Callable[[], psycopg.Connection[TupleRow]], notify: str) -> None:
+    def __init__(
+        self, connect: Callable[[], psycopg.Connection[TupleRow]], notify: str, name: str
+    ) -> None:
         self._connect = connect
         self._notify = notify
-        self._lock = threading.Lock()
+        self._name = name
+        self._condition = threading.Condition()
         self._pending = False
-        self._sending = False
-        self._connection: psycopg.Connection[TupleRow] | None = None
         self._closed = False
+        self._thread: threading.Thread | None = None
+        self._connection: psycopg.Connection[TupleRow] | None = None
 
     def announce(self) -> None:
-        """Make sure a notification goes out after this call; send it unless another thread
-        is sending (that thread then sends once more for this call)."""
-        with self._lock:
-            self._pending = True
-            if self._sending or self._closed:
+        """Make sure a notification goes out after this call (from the sending thread)."""
+        with self._condition:
+            if self._closed:
                 return
-            self._sending = True
+            self._pending = True
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+                self._thread.start()
+            self._condition.notify()
+
+    def close(self, timeout: float) -> None:
+        """Send what is pending, then stop the thread and close its connection (waits up to
+        ``timeout`` seconds)."""
+        with self._condition:
+            self._closed = True
+            self._condition.notify()
+            thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+
+    def _run(self) -> None:
         try:
             while True:
-                with self._lock:
-                    if not self._pending or self._closed:
-                        self._sending = False
+                with self._condition:
+                    self._condition.wait_for(lambda: self._pending or self._closed)
+                    if not self._pending:
                         return
                     self._pending = False
                 self._send()
-        except BaseException:
-            with self._lock:
-                self._sending = False
-            raise
-
-    def close(self) -> None:
-        """Close the notifying connection; later announcements are dropped."""
-        with self._lock:
-            self._closed = True
-            connection, self._connection = self._connection, None
-        if connection is not None:
-            connection.close()
+        finally:
+            if self._connection is not None:
+                self._connection.close()
 
     def _send(self) -> None:
         try:

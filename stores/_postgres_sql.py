@@ -45,6 +45,16 @@ COLUMNS = "position, stream, revision, event_id, type, data, metadata, recorded_
 Row = tuple[int, str, int, uuid.UUID, str, bytes, bytes, datetime]
 
 
+WAIT_CLASS = 0x6465_6378  # "decx": the first key of the locks write transactions hold
+"""The first key of the advisory lock each write transaction holds on its own id (the second
+key is the id's low 32 bits), for committed appends to wait on."""
+
+
+def _lock_key_sql(xid: str) -> str:
+    """The second key of transaction ``xid``'s lock (its low 32 bits as a signed int)."""
+    return f"(mod({xid}, 4294967296) - 2147483648)::int4"
+
+
 def lock_key(schema: str) -> int:
     """The second advisory-lock key of ``schema``: its CRC-32 as a signed 32-bit int.
 
@@ -80,7 +90,8 @@ class Statements:
     head: str
     held_back: str
     notify: str
-    own_xid: str
+    begin: str
+    wait_older: str
     oldest_xid: str
     load_checkpoint: str
     save_checkpoint: str
@@ -179,7 +190,20 @@ COMMIT;
                 " SELECT max(position) FROM written"
             ),
             notify=f"SELECT pg_notify({_literal(channel(schema))}, '')",
-            own_xid="SELECT pg_current_xact_id_if_assigned()::text::bigint",
+            # A write transaction takes its id at once and holds the advisory lock of that id
+            # until it ends, so that a committed append can wait for the older ones to end
+            # (wait_older) instead of polling the horizon.
+            begin=(
+                "SELECT x, pg_advisory_xact_lock("
+                f"{WAIT_CLASS}, {_lock_key_sql('x')}) FROM (SELECT {_XID} AS x) AS t"
+            ),
+            # Waits for the appends (of any store) older than transaction %s still in flight.
+            wait_older=(
+                f"SELECT count(pg_advisory_xact_lock_shared({WAIT_CLASS}, {_lock_key_sql('x')}))"
+                " FROM (SELECT x::text::bigint AS x"
+                " FROM pg_snapshot_xip(pg_current_snapshot()) AS u (x)) AS t"
+                " WHERE x < %s"
+            ),
             oldest_xid="SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint",
             range=(
                 f"SELECT event_id, revision, position FROM {events}"

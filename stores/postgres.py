@@ -162,7 +162,9 @@ class PostgresEventStore:
             self._connect, lambda: StoreError(f"the PostgreSQL event store {self._name} is closed")
         )
         self._notifier = LogNotifier()
-        self._announcer = CommitAnnouncer(self._connect, self._sql.notify)
+        self._announcer = CommitAnnouncer(
+            self._connect, self._sql.notify, name=f"decider-pg-notify-{schema}"
+        )
         self._listener: NotifyListener | None = None
         self._listener_lock = threading.Lock()
         try:
@@ -278,7 +280,7 @@ class PostgresEventStore:
         # Subscriptions learn of the close before their reads start failing.
         self._notifier.close()
         self._connections.close()
-        self._announcer.close()
+        self._announcer.close(timeout=DEFAULT_CONNECT_TIMEOUT + 5.0)
         with self._listener_lock:
             listener, self._listener = self._listener, None
         if listener is not None:
@@ -313,13 +315,13 @@ class PostgresEventStore:
                 try:
                     with connection.pipeline() if _PIPELINE else contextlib.nullcontext():
                         connection.execute("BEGIN")
+                        began = connection.execute(self._sql.begin)
                         finish = body(connection)
-                        own = connection.execute(self._sql.own_xid)
+                        xid = one_row(began)[0]
                         connection.execute("COMMIT")
+                        connection.execute(self._sql.wait_older, (xid,))
                         oldest = connection.execute(self._sql.oldest_xid)
-                    [(xid,)] = own.fetchall()
-                    if xid is not None:
-                        self._wait_readable(connection, xid, one_row(oldest)[0])
+                    self._wait_readable(connection, xid, one_row(oldest)[0])
                 except psycopg.errors.UniqueViolation:
                     # A new connection: psycopg's cache of prepared statements may believe in
                     # one whose preparation the failed pipeline skipped.
@@ -342,13 +344,15 @@ class PostgresEventStore:
         """Wait until the transaction ``xid`` (committed) is below the readers' horizon, so
         that once an append returns, ``read_all`` and subscriptions see it (read your writes).
 
-        ``oldest`` is the horizon read right after the commit; while a transaction that began
-        earlier still runs, look again after a short, growing delay.
+        ``oldest`` is the horizon read after the commit and after waiting on the locks of the
+        older write transactions; while a transaction that holds no such lock (not an append)
+        still runs, look again after a short, growing delay.
         """
         delay = _FIRST_DELAY
         while oldest <= xid:
             time.sleep(delay)
             delay = min(delay * 2, _MAX_DELAY)
+            connection.execute(self._sql.wait_older, (xid,))
             oldest = one_row(connection.execute(self._sql.oldest_xid))[0]
 
     @contextlib.contextmanager
