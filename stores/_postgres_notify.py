@@ -5,8 +5,8 @@ notifying commit of the cluster behind one lock held through the commit's WAL fl
 (``PreCommit_Notify`` in ``src/backend/commands/async.c``), which would put the writers back in
 single file. So the store notifies *after* its commits, from a connection of its own whose
 ``synchronous_commit`` is off (a notification needs no durability), in a thread of its own,
-and coalesces: while it sends, further commits only mark that another notification is due. A notification only says "look again": the
-readers trust the log, never the message.
+and coalesces: while it sends, further commits only mark that another notification is due.
+A notification only says "look again": the readers trust the log, never the message.
 
 WARNING: a process killed between a commit and its notification wakes nobody; the listeners of
 other processes still look again within their probe interval

@@ -20,6 +20,8 @@ from datetime import UTC, datetime
 import attrs
 from psycopg import sql as pgsql
 
+from decider.stores._postgres_leases import LeaseStatements
+from decider.stores._postgres_leases import table as lease_table
 from decider.stores.protocol import Filter, RecordedEvent
 
 LOCK_CLASS = 0x6465_6369  # "deci": the first key of the store's advisory locks
@@ -96,12 +98,13 @@ class Statements:
     load_checkpoint: str
     save_checkpoint: str
     channel: str
+    leases: LeaseStatements
 
     @classmethod
     def for_schema(cls, schema: str) -> Statements:
         """The statements of the store in ``schema``."""
         s = pgsql.Identifier(schema).as_string(None)
-        events, checkpoints = f"{s}.events", f"{s}.checkpoints"
+        events, checkpoints, leases = f"{s}.events", f"{s}.checkpoints", f"{s}.leases"
         lock = f"pg_advisory_xact_lock({LOCK_CLASS}, {lock_key(schema)})"
         # Run as one simple-protocol script: a failure aborts the rest, and the caller rolls
         # back. The lock keeps two processes that open the store at once from racing on the
@@ -129,6 +132,7 @@ CREATE TABLE IF NOT EXISTS {checkpoints} (
     name     text   PRIMARY KEY,
     position bigint NOT NULL
 );
+{lease_table(leases)}
 COMMIT;
 """
         # A schema written by a version that drew positions from an identity column under a
@@ -146,6 +150,7 @@ BEGIN
 END
 $migrate$;
 ALTER TABLE {events} ALTER COLUMN position DROP IDENTITY IF EXISTS;
+{lease_table(leases)}
 COMMIT;
 """
         return cls(
@@ -153,7 +158,8 @@ COMMIT;
             # (tables exist, the events table is of the old kind that needs migrate)
             tables_exist=(
                 f"SELECT to_regclass({_literal(events)}) IS NOT NULL"
-                f" AND to_regclass({_literal(checkpoints)}) IS NOT NULL,"
+                f" AND to_regclass({_literal(checkpoints)}) IS NOT NULL"
+                f" AND to_regclass({_literal(leases)}) IS NOT NULL,"
                 " EXISTS (SELECT FROM pg_attribute WHERE"
                 f" attrelid = to_regclass({_literal(events)}) AND attname = 'position'"
                 " AND attidentity <> '')"
@@ -241,6 +247,7 @@ COMMIT;
                 " ON CONFLICT (name) DO UPDATE SET position = excluded.position"
             ),
             channel=channel(schema),
+            leases=LeaseStatements.for_table(leases),
         )
 
 

@@ -74,6 +74,7 @@ from psycopg import conninfo as pgconninfo
 from psycopg.pq import TransactionStatus
 from psycopg.rows import TupleRow
 
+from decider.stores import _postgres_leases as leases
 from decider.stores._connections import ThreadConnections
 from decider.stores._expectations import check_read_args, validate_append
 from decider.stores._postgres_append import append_one, check_size, one_row, read_ahead
@@ -81,6 +82,7 @@ from decider.stores._postgres_listen import NotifyListener
 from decider.stores._postgres_notify import CommitAnnouncer
 from decider.stores._postgres_sql import Statements, decode, read_all_sql
 from decider.stores.errors import StoreError, StoreUnavailable
+from decider.stores.leases import Lease, check_ttl
 from decider.stores.protocol import (
     ALL,
     AppendResult,
@@ -114,12 +116,14 @@ class PostgresEventStore:
     """An event store in one schema of a PostgreSQL database, safe for threads and processes.
 
     Implements :class:`~decider.stores.protocol.EventStore`,
-    :class:`~decider.stores.protocol.CheckpointStore`
-    and :class:`~decider.stores.protocol.TransactionalStore`. Appends are atomic and run in
-    parallel; readers never skip a late commit; ``synchronous_commit`` sets the durability of a
-    commit (see the module docstring). ``conninfo`` is anything libpq accepts
-    (``postgresql://user@host:5432/db?sslmode=require`` or ``host=... dbname=...``). Opening
-    connects, and creates the schema and its tables if missing.
+    :class:`~decider.stores.protocol.CheckpointStore`,
+    :class:`~decider.stores.protocol.TransactionalStore`
+    and :class:`~decider.stores.leases.LeaseStore` (a lease table, the server's clock).
+    Appends are atomic and run in parallel; readers never skip a late commit;
+    ``synchronous_commit`` sets the durability of a commit (see the module docstring).
+    ``conninfo`` is anything libpq accepts (``postgresql://user@host:5432/db?sslmode=require``
+    or ``host=... dbname=...``). Opening connects, and creates the schema and its tables if
+    missing.
     """
 
     def __init__(
@@ -209,14 +213,21 @@ class PostgresEventStore:
         self,
         appends: Sequence[StreamAppend],
         checkpoint: tuple[str, int] | None = None,
+        *,
+        lease: Lease | None = None,
     ) -> list[AppendResult]:
-        """Apply every append and the checkpoint in one transaction: all of them, or none."""
+        """Apply every append and the checkpoint in one transaction: all of them, or none; with
+        a ``lease``, only while it is still held (else
+        :class:`~decider.stores.leases.LeaseLost`); the check holds the lease's row against a
+        takeover until the commit."""
         for item in appends:
             validate_append(len(item.events), item.expected_revision)
         check_size(sum(len(item.events) for item in appends))
         now = datetime.now(UTC)
 
         def body(connection: _Connection) -> Callable[[], list[AppendResult]]:
+            if lease is not None:
+                leases.fence(self._sql.leases, connection, lease)
             batch = read_ahead(self._sql, connection, appends)
             results = [
                 append_one(
@@ -229,6 +240,29 @@ class PostgresEventStore:
             return lambda: [result() for result in results]
 
         return self._write(body)
+
+    def claim_lease(self, partition: str, owner: str, ttl: float) -> Lease | None:
+        """Take the lease on ``partition`` for ``ttl`` seconds of the server's clock (see
+        :class:`~decider.stores.leases.LeaseStore`); ``None`` if another owner holds it."""
+        check_ttl(ttl)
+        with self._using() as connection:
+            return leases.claim(self._sql.leases, connection, partition, owner, ttl)
+
+    def renew_lease(self, lease: Lease, ttl: float) -> Lease:
+        """Extend ``lease`` by ``ttl`` seconds from now; ``LeaseLost`` if no longer held."""
+        check_ttl(ttl)
+        with self._using() as connection:
+            return leases.renew(self._sql.leases, connection, lease, ttl)
+
+    def release_lease(self, lease: Lease) -> bool:
+        """Free the partition at once; whether ``lease`` was still held."""
+        with self._using() as connection:
+            return leases.release(self._sql.leases, connection, lease)
+
+    def leases(self) -> list[Lease]:
+        """Every partition's lease, ordered by partition."""
+        with self._using() as connection:
+            return leases.all_leases(self._sql.leases, connection)
 
     def read_stream(
         self, stream: str, from_revision: int = 0, limit: int | None = None
