@@ -8,6 +8,7 @@ from decider.stores.errors import (
     UnsupportedStoreURI,
     WrongExpectedVersion,
 )
+from decider.stores.leases import Lease, LeaseLost, LeaseStore
 from decider.stores.protocol import (
     ALL,
     ANY,
@@ -40,6 +41,9 @@ __all__ = [
     "EventStore",
     "ExpectedRevision",
     "Filter",
+    "Lease",
+    "LeaseLost",
+    "LeaseStore",
     "NewEvent",
     "RecordedEvent",
     "StoreError",
