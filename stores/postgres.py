@@ -28,8 +28,12 @@ must stay below 2**43 (eight trillion transactions).
 
 Appends to one stream conflict on its ``(stream, revision)`` key: a writer whose insert loses
 that race retries its whole transaction, which then sees the winner's events and applies the
-expected-revision rule as usual. An append is four statements in two round trips (pipeline
-mode): ``BEGIN`` and the stream's last revision; then the insert and ``COMMIT``.
+expected-revision rule as usual. An append returns once its events are readable (below the
+horizon), so its caller reads its own writes: each write transaction holds an advisory lock on
+its own id, and a committed append waits on the locks of the older ones still in flight (and
+re-reads the horizon every few ms while an older transaction that is not an append runs). An
+append is two round trips (pipeline mode): ``BEGIN``, the transaction's id and lock, and the
+stream's last revision; then the insert, ``COMMIT``, the wait and the horizon.
 
 Schemas written by an older version (positions from an identity column under a schema-wide
 advisory lock) are migrated on open: the identity is dropped, nothing is rewritten, old
