@@ -92,7 +92,7 @@ class Statements:
     head: str
     held_back: str
     notify: str
-    begin: str
+    lock_own: str
     wait_older: str
     oldest_xid: str
     load_checkpoint: str
@@ -196,12 +196,13 @@ COMMIT;
                 " SELECT max(position) FROM written"
             ),
             notify=f"SELECT pg_notify({_literal(channel(schema))}, '')",
-            # A write transaction takes its id at once and holds the advisory lock of that id
-            # until it ends, so that a committed append can wait for the older ones to end
-            # (wait_older) instead of polling the horizon.
-            begin=(
+            # The last statement of a write transaction: its id (NULL if it wrote nothing) and,
+            # until it ends, the advisory lock of that id, which readers that must see it wait
+            # on (wait_older) instead of polling the horizon. (The lock is strict: no id, none.)
+            lock_own=(
                 "SELECT x, pg_advisory_xact_lock("
-                f"{WAIT_CLASS}, {_lock_key_sql('x')}) FROM (SELECT {_XID} AS x) AS t"
+                f"{WAIT_CLASS}, {_lock_key_sql('x')}) FROM"
+                " (SELECT pg_current_xact_id_if_assigned()::text::bigint AS x) AS t"
             ),
             # Waits for the appends (of any store) older than transaction %s still in flight.
             wait_older=(

@@ -28,12 +28,14 @@ must stay below 2**43 (eight trillion transactions).
 
 Appends to one stream conflict on its ``(stream, revision)`` key: a writer whose insert loses
 that race retries its whole transaction, which then sees the winner's events and applies the
-expected-revision rule as usual. An append returns once its events are readable (below the
-horizon), so its caller reads its own writes: each write transaction holds an advisory lock on
-its own id, and a committed append waits on the locks of the older ones still in flight (and
-re-reads the horizon every few ms while an older transaction that is not an append runs). An
-append is two round trips (pipeline mode): ``BEGIN``, the transaction's id and lock, and the
-stream's last revision; then the insert, ``COMMIT``, the wait and the horizon.
+expected-revision rule as usual. An append returns at its commit, without waiting for older
+transactions. A read of the log through a store sees every append that store completed before
+it (read your writes): each write transaction holds an advisory lock on its own id until it
+ends, and a read waits on the locks of the transactions older than the store's last append
+that are still in flight (re-reading the horizon every few ms while an older transaction that
+is not an append runs). Another process sees an append once those older transactions end. An
+append is two round trips (pipeline mode): ``BEGIN`` and the stream's last revision; then the
+insert, the lock on the transaction's id, and ``COMMIT``.
 
 Schemas written by an older version (positions from an identity column under a schema-wide
 advisory lock) are migrated on open: the identity is dropped, nothing is rewritten, old
@@ -107,7 +109,7 @@ SYNCHRONOUS_COMMIT_LEVELS = ("on", "off", "local", "remote_write", "remote_apply
 DEFAULT_CONNECT_TIMEOUT = 10
 """Seconds a connection attempt may take when the conninfo does not say (``connect_timeout``)."""
 
-_FIRST_DELAY = 0.0002  # seconds between looks at the horizon after a commit, doubling...
+_FIRST_DELAY = 0.0002  # seconds between a read's looks at the horizon, doubling...
 _MAX_DELAY = 0.005  # ...up to this
 _MAX_RACES = 1000  # an ANY append racing writers of one stream; each lost race is one's win
 _MAX_SCHEMA_BYTES = 63  # PostgreSQL's identifier limit (NAMEDATALEN - 1)
@@ -170,6 +172,8 @@ class PostgresEventStore:
             self._connect, lambda: StoreError(f"the PostgreSQL event store {self._name} is closed")
         )
         self._notifier = LogNotifier()
+        self._written = 0  # the id of this store's last write transaction (read your writes)
+        self._written_lock = threading.Lock()
         self._announcer = CommitAnnouncer(
             self._connect, self._sql.notify, name=f"decider-pg-notify-{schema}"
         )
@@ -286,7 +290,7 @@ class PostgresEventStore:
         check_read_args(0, limit)
         statement, params = read_all_sql(self.schema, filter)
         after = 0 if after_position is None else after_position
-        rows = self._query(statement, (after, *params, limit))
+        rows = self._read(statement, (after, *params, limit))
         return [decode(row) for row in rows]
 
     def subscribe(
@@ -325,7 +329,7 @@ class PostgresEventStore:
             listener.stop(timeout=DEFAULT_CONNECT_TIMEOUT + 5.0)
 
     def _head(self) -> int | None:
-        [(head,)] = self._query(self._sql.head, ())
+        [(head,)] = self._read(self._sql.head, ())
         return None if head is None else int(head)
 
     def _check_open(self) -> None:
@@ -353,13 +357,10 @@ class PostgresEventStore:
                 try:
                     with connection.pipeline() if _PIPELINE else contextlib.nullcontext():
                         connection.execute("BEGIN")
-                        began = connection.execute(self._sql.begin)
                         finish = body(connection)
-                        xid = one_row(began)[0]
+                        own = connection.execute(self._sql.lock_own)
                         connection.execute("COMMIT")
-                        connection.execute(self._sql.wait_older, (xid,))
-                        oldest = connection.execute(self._sql.oldest_xid)
-                    self._wait_readable(connection, xid, one_row(oldest)[0])
+                    [(xid, _)] = own.fetchall()
                 except psycopg.errors.UniqueViolation:
                     # A new connection: psycopg's cache of prepared statements may believe in
                     # one whose preparation the failed pipeline skipped.
@@ -370,6 +371,9 @@ class PostgresEventStore:
                     _roll_back(connection)
                     raise
                 result = finish()
+            if xid is not None:
+                with self._written_lock:
+                    self._written = max(self._written, xid)
             self._notifier.notify()
             self._announcer.announce()
             return result
@@ -378,20 +382,30 @@ class PostgresEventStore:
             " next revision"
         )
 
-    def _wait_readable(self, connection: _Connection, xid: int, oldest: int) -> None:
-        """Wait until the transaction ``xid`` (committed) is below the readers' horizon, so
-        that once an append returns, ``read_all`` and subscriptions see it (read your writes).
+    def _read(self, statement: str, params: tuple[object, ...]) -> list[Any]:
+        """Run one read of the log (below the horizon); it sees every append this store
+        completed before it began (read your writes).
 
-        ``oldest`` is the horizon read after the commit and after waiting on the locks of the
-        older write transactions; while a transaction that holds no such lock (not an append)
-        still runs, look again after a short, growing delay.
+        Once this store has written, the read first waits on the locks of the write
+        transactions older than its last one that are still in flight, and checks the horizon
+        has passed that one; while a transaction that holds no such lock (not an append) keeps
+        it back, it looks again after a short, growing delay. All in one round trip when
+        nothing is in flight.
         """
+        written = self._written
+        if not written:
+            return self._query(statement, params)
         delay = _FIRST_DELAY
-        while oldest <= xid:
-            time.sleep(delay)
-            delay = min(delay * 2, _MAX_DELAY)
-            connection.execute(self._sql.wait_older, (xid,))
-            oldest = one_row(connection.execute(self._sql.oldest_xid))[0]
+        with self._using() as connection:
+            while True:
+                with connection.pipeline() if _PIPELINE else contextlib.nullcontext():
+                    connection.execute(self._sql.wait_older, (written,))
+                    oldest = connection.execute(self._sql.oldest_xid)
+                    rows = connection.execute(statement, params)
+                if one_row(oldest)[0] > written:
+                    return rows.fetchall()
+                time.sleep(delay)
+                delay = min(delay * 2, _MAX_DELAY)
 
     @contextlib.contextmanager
     def _using(self) -> Iterator[_Connection]:

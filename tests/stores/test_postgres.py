@@ -197,24 +197,31 @@ def test_a_commit_behind_an_older_transaction_is_read_only_once_it_ends(
     store: PostgresEventStore,
 ) -> None:
     """Readers read below the oldest transaction in flight: an append that commits while an
-    older transaction (holding an id) runs is hidden from ``read_all`` until that one ends, and
-    the append returns only then (so a caller reads its own writes)."""
+    older transaction (holding an id) runs is hidden from other readers until that one ends;
+    the appending store's own read waits for it (read your writes)."""
     store.append("before", new_events(1), NO_STREAM)
-    results: list[int] = []
-    with _raw() as raw:
-        raw.execute("BEGIN")
-        raw.execute("SELECT pg_current_xact_id()")
-        appender = threading.Thread(
-            target=lambda: results.append(store.append("late", new_events(1), ANY).position)
-        )
-        appender.start()
-        # read_stream has no horizon: it shows the commit happened.
-        wait_until(lambda: len(store.read_stream("late")) == 1)
-        assert results == [] and [e.stream for e in store.read_all()] == ["before"]
-        raw.execute("COMMIT")
-    appender.join(10)
-    assert len(results) == 1
-    assert [e.stream for e in store.read_all()] == ["before", "late"]
+    own: list[list[str]] = []
+    reader = PostgresEventStore(PG_URI, schema=store.schema)
+    try:
+        with _raw() as raw:
+            raw.execute("BEGIN")
+            raw.execute("SELECT pg_current_xact_id()")
+            store.append("late", new_events(1), ANY)  # commits, returns at once
+            own_read = threading.Thread(
+                target=lambda: own.append([e.stream for e in store.read_all()])
+            )
+            own_read.start()
+            assert len(store.read_stream("late")) == 1  # committed (read_stream: no horizon)
+            assert [e.stream for e in reader.read_all()] == ["before"]
+            assert reader._head() == store.read_stream("before")[0].position
+            own_read.join(0.3)  # a negative check: it must still be waiting
+            assert own_read.is_alive() and own == [], "the writer's own read waits"
+            raw.execute("COMMIT")
+        own_read.join(10)
+        assert own == [["before", "late"]]
+        assert [e.stream for e in reader.read_all()] == ["before", "late"]
+    finally:
+        reader.close()
 
 
 def test_a_schema_of_the_lock_based_version_is_migrated_on_open() -> None:

@@ -5,7 +5,8 @@ inserted, its transaction id and positions drawn) at a gate: a test-only trigger
 an advisory lock the test holds. Hypothesis chooses when each append starts, when it may
 commit, when other transactions that hold an id begin and end, and when the reader reads; the
 test drives that schedule step by step, waiting on conditions (a writer is at its gate), never
-on time. The reader is a catch-up subscription; it must deliver every committed event once, in
+on time. The reader is a catch-up subscription of another store object (one that never writes,
+so it never waits to read its own writes); it must deliver every committed event once, in
 increasing positions. A reader that trusts positions alone misses events under such schedules
 (:func:`test_a_position_only_reader_skips_a_late_commit`), so the property has teeth.
 """
@@ -37,6 +38,14 @@ Action = tuple[str, int]
 
 def _connect() -> psycopg.Connection[tuple[object, ...]]:
     return psycopg.connect(PG_URI, autocommit=True, connect_timeout=10)
+
+
+@pytest.fixture(scope="module")
+def reader(gated: PostgresEventStore) -> Iterator[PostgresEventStore]:
+    """Another store object on the gated store's schema, that only reads."""
+    store = PostgresEventStore(PG_URI, schema=gated.schema)
+    yield store
+    store.close()
 
 
 @pytest.fixture(scope="module")
@@ -160,14 +169,14 @@ def schedules(draw: st.DrawFn) -> list[tuple[str, int, int]]:
 )
 @given(steps=schedules())
 def test_a_catch_up_reader_never_misses_a_late_commit(
-    gated: PostgresEventStore, steps: list[tuple[str, int, int]]
+    gated: PostgresEventStore, reader: PostgresEventStore, steps: list[tuple[str, int, int]]
 ) -> None:
     store = gated
     head = store.read_all()
     after = head[-1].position if head else None
     keys = {index: next(_keys) for _, index, _ in steps}
     delivered: list[RecordedEvent] = []
-    with _connect() as control, store.subscribe(after) as subscription:
+    with _connect() as control, reader.subscribe(after) as subscription:
         schedule = Schedule(store, control)
         try:
             for action, index, size in steps:
@@ -200,7 +209,9 @@ def test_a_catch_up_reader_never_misses_a_late_commit(
     assert positions == [e.position for e in store.read_all(after)]
 
 
-def test_a_position_only_reader_skips_a_late_commit(gated: PostgresEventStore) -> None:
+def test_a_position_only_reader_skips_a_late_commit(
+    gated: PostgresEventStore, reader: PostgresEventStore
+) -> None:
     """The same gates, read by position alone (no horizon): a commit that lands after a higher
     position was read is skipped; the store's reader gets it."""
     store = gated
@@ -208,7 +219,7 @@ def test_a_position_only_reader_skips_a_late_commit(gated: PostgresEventStore) -
     head = store.read_all()
     after = head[-1].position if head else 0
     first, second = next(_keys), next(_keys)
-    with _connect() as control, _connect() as naive, store.subscribe(after) as subscription:
+    with _connect() as control, _connect() as naive, reader.subscribe(after) as subscription:
         schedule = Schedule(store, control)
         try:
             schedule.start(first, 1)  # the older transaction: lower id, lower positions
