@@ -57,6 +57,10 @@ def _lock_key_sql(xid: str) -> str:
     return f"(mod({xid}, 4294967296) - 2147483648)::int4"
 
 
+# The lock a write transaction holds on its own id until it ends (position >> INDEX_BITS).
+_LOCK_OWN = f"pg_advisory_xact_lock({WAIT_CLASS}, {_lock_key_sql(f'(position >> {INDEX_BITS})')})"
+
+
 def lock_key(schema: str) -> int:
     """The second advisory-lock key of ``schema``: its CRC-32 as a signed 32-bit int.
 
@@ -92,7 +96,6 @@ class Statements:
     head: str
     held_back: str
     notify: str
-    lock_own: str
     wait_older: str
     oldest_xid: str
     load_checkpoint: str
@@ -176,10 +179,12 @@ COMMIT;
                 " FROM unnest(%s::text[]) AS s (stream)"
             ),
             # Parameters: the event's index in the transaction, then the row.
+            # Each insert also takes the lock of its transaction's id (see wait_older).
             insert_one=(
-                f"INSERT INTO {events}"
+                f"WITH written AS (INSERT INTO {events}"
                 " (position, stream, revision, event_id, type, data, metadata, recorded_at)"
-                f" VALUES ({POSITION} + %s, %s, %s, %s, %s, %s, %s, %s) RETURNING position"
+                f" VALUES ({POSITION} + %s, %s, %s, %s, %s, %s, %s, %s) RETURNING position)"
+                f" SELECT position, {_LOCK_OWN} FROM written"
             ),
             # Several rows go in as arrays (one statement, whatever the count) and get their
             # positions in the order given. Dumping the arrays costs more than a plain VALUES,
@@ -193,17 +198,10 @@ COMMIT;
                 " FROM unnest(%s::bigint[], %s::uuid[], %s::text[], %s::bytea[], %s::bytea[])"
                 " WITH ORDINALITY AS e (revision, event_id, type, data, metadata, n)"
                 " RETURNING position)"
-                " SELECT max(position) FROM written"
+                f" SELECT position, {_LOCK_OWN} FROM (SELECT max(position) AS position"
+                " FROM written) AS w"
             ),
             notify=f"SELECT pg_notify({_literal(channel(schema))}, '')",
-            # The last statement of a write transaction: its id (NULL if it wrote nothing) and,
-            # until it ends, the advisory lock of that id, which readers that must see it wait
-            # on (wait_older) instead of polling the horizon. (The lock is strict: no id, none.)
-            lock_own=(
-                "SELECT x, pg_advisory_xact_lock("
-                f"{WAIT_CLASS}, {_lock_key_sql('x')}) FROM"
-                " (SELECT pg_current_xact_id_if_assigned()::text::bigint AS x) AS t"
-            ),
             # Waits for the appends (of any store) older than transaction %s still in flight.
             wait_older=(
                 f"SELECT count(pg_advisory_xact_lock_shared({WAIT_CLASS}, {_lock_key_sql('x')}))"

@@ -35,7 +35,7 @@ ends, and a read waits on the locks of the transactions older than the store's l
 that are still in flight (re-reading the horizon every few ms while an older transaction that
 is not an append runs). Another process sees an append once those older transactions end. An
 append is two round trips (pipeline mode): ``BEGIN`` and the stream's last revision; then the
-insert, the lock on the transaction's id, and ``COMMIT``.
+insert (which also takes the lock on the transaction's id) and ``COMMIT``.
 
 Schemas written by an older version (positions from an identity column under a schema-wide
 advisory lock) are migrated on open: the identity is dropped, nothing is rewritten, old
@@ -86,7 +86,7 @@ from decider.stores._expectations import check_read_args, validate_append
 from decider.stores._postgres_append import append_one, check_size, one_row, read_ahead
 from decider.stores._postgres_listen import NotifyListener
 from decider.stores._postgres_notify import CommitAnnouncer
-from decider.stores._postgres_sql import Statements, decode, read_all_sql
+from decider.stores._postgres_sql import INDEX_BITS, Statements, decode, read_all_sql
 from decider.stores.errors import StoreError, StoreUnavailable
 from decider.stores.leases import Lease, check_ttl
 from decider.stores.protocol import (
@@ -213,9 +213,11 @@ class PostgresEventStore:
         validate_append(len(events), expected_revision)
         check_size(len(events))
         now = datetime.now(UTC)
-        return self._write(
+        result = self._write(
             lambda c: append_one(self._sql, c, stream, events, expected_revision, now)
         )
+        self._wrote(result.position)
+        return result
 
     def append_batch(
         self,
@@ -247,7 +249,10 @@ class PostgresEventStore:
                 connection.execute(self._sql.save_checkpoint, checkpoint)
             return lambda: [result() for result in results]
 
-        return self._write(body)
+        written = self._write(body)
+        if written:
+            self._wrote(max(result.position for result in written))
+        return written
 
     def claim_lease(self, partition: str, owner: str, ttl: float) -> Lease | None:
         """Take the lease on ``partition`` for ``ttl`` seconds of the server's clock (see
@@ -358,9 +363,7 @@ class PostgresEventStore:
                     with connection.pipeline() if _PIPELINE else contextlib.nullcontext():
                         connection.execute("BEGIN")
                         finish = body(connection)
-                        own = connection.execute(self._sql.lock_own)
                         connection.execute("COMMIT")
-                    [(xid, _)] = own.fetchall()
                 except psycopg.errors.UniqueViolation:
                     # A new connection: psycopg's cache of prepared statements may believe in
                     # one whose preparation the failed pipeline skipped.
@@ -371,9 +374,6 @@ class PostgresEventStore:
                     _roll_back(connection)
                     raise
                 result = finish()
-            if xid is not None:
-                with self._written_lock:
-                    self._written = max(self._written, xid)
             self._notifier.notify()
             self._announcer.announce()
             return result
@@ -381,6 +381,12 @@ class PostgresEventStore:
             f"PostgreSQL {self._name}: an append lost {_MAX_RACES} races in a row for a stream's"
             " next revision"
         )
+
+    def _wrote(self, position: int) -> None:
+        """Note that this store wrote (or found stored) ``position``: its reads must see it."""
+        xid = position >> INDEX_BITS
+        with self._written_lock:
+            self._written = max(self._written, xid)
 
     def _read(self, statement: str, params: tuple[object, ...]) -> list[Any]:
         """Run one read of the log (below the horizon); it sees every append this store
