@@ -11,8 +11,12 @@ from types import TracebackType
 from typing import Self
 
 import grpc
-from esdbclient.protos.Grpc import gossip_pb2_grpc, persistent_pb2_grpc, streams_pb2_grpc
 
+from decider.stores.esdb_testserver._proto import (
+    gossip_pb2_grpc,
+    persistent_pb2_grpc,
+    streams_pb2_grpc,
+)
 from decider.stores.esdb_testserver.log import EventLog
 from decider.stores.esdb_testserver.persistence import LogFile
 from decider.stores.esdb_testserver.services import GossipServicer, PersistentSubscriptionsServicer

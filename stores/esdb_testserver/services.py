@@ -12,14 +12,14 @@ import uuid
 from typing import Any
 
 import grpc
-from esdbclient.protos.Grpc import (
+
+from decider.stores.esdb_testserver._proto import (
     gossip_pb2,
     gossip_pb2_grpc,
     persistent_pb2,
     persistent_pb2_grpc,
     shared_pb2,
 )
-
 from decider.stores.esdb_testserver.wire import Context
 
 _NOT_EMULATED = "persistent subscriptions are not emulated by the decider EventStoreDB test server"
