@@ -3,15 +3,16 @@ streams, server-side filters, and subscriptions that end when the server goes aw
 
 from __future__ import annotations
 
+import importlib
 import re
 import socket
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
-from esdbclient import EventStoreDBClient
-from esdbclient import exceptions as esdb_errors
 
+from decider.stores._esdb_client import CLIENT
 from decider.stores.errors import (
     StoreError,
     StoreUnavailable,
@@ -46,11 +47,36 @@ def new(count: int, event_type: str = "Tested") -> list[NewEvent]:
     return [NewEvent(id=uuid.uuid4(), type=event_type, data=b'{"a":1}') for _ in range(count)]
 
 
+def client_error(esdb_name: str, kurrentdb_name: str, message: str) -> Exception:
+    """An exception of the installed client package (the two name their classes apart)."""
+    module = importlib.import_module(CLIENT.package + ".exceptions")
+    kind = getattr(module, esdb_name if CLIENT.package == "esdbclient" else kurrentdb_name)
+    error: Exception = kind(message)
+    return error
+
+
+def EventStoreDBClient(uri: str) -> Any:
+    """A plain client of the installed package."""
+    return CLIENT.client_class(uri)
+
+
 @pytest.mark.parametrize(
     ("error", "expected"),
     [
-        (esdb_errors.WrongCurrentVersion("Stream position of last event is 4 not 3"), 4),
-        (esdb_errors.WrongCurrentVersion("Stream 's' does not exist"), None),
+        (
+            client_error(
+                "WrongCurrentVersion",
+                "WrongCurrentVersionError",
+                "Stream position of last event is 4 not 3",
+            ),
+            4,
+        ),
+        (
+            client_error(
+                "WrongCurrentVersion", "WrongCurrentVersionError", "Stream 's' does not exist"
+            ),
+            None,
+        ),
     ],
 )
 def test_wrong_version_carries_the_actual_revision(error: Exception, expected: int | None) -> None:
@@ -62,13 +88,27 @@ def test_wrong_version_carries_the_actual_revision(error: Exception, expected: i
 @pytest.mark.parametrize(
     ("error", "kind"),
     [
-        (esdb_errors.StreamIsDeleted("Stream 's' is deleted"), StreamDeleted),
-        (esdb_errors.FailedPrecondition("Event stream 's' is deleted."), StreamDeleted),
-        (esdb_errors.ServiceUnavailable("down"), StoreUnavailable),
-        (esdb_errors.GrpcDeadlineExceeded("slow"), StoreUnavailable),
-        (esdb_errors.AppendDeadlineExceeded("slow"), StoreUnavailable),
-        (esdb_errors.DiscoveryFailed("no leader"), StoreUnavailable),
-        (esdb_errors.AccessDeniedError("no"), StoreError),
+        (
+            client_error("StreamIsDeleted", "StreamIsDeletedError", "Stream 's' is deleted"),
+            StreamDeleted,
+        ),
+        (
+            client_error(
+                "FailedPrecondition", "FailedPreconditionError", "Event stream 's' is deleted."
+            ),
+            StreamDeleted,
+        ),
+        (client_error("ServiceUnavailable", "ServiceUnavailableError", "down"), StoreUnavailable),
+        (
+            client_error("GrpcDeadlineExceeded", "GrpcDeadlineExceededError", "slow"),
+            StoreUnavailable,
+        ),
+        (
+            client_error("AppendDeadlineExceeded", "AppendDeadlineExceededError", "slow"),
+            StoreUnavailable,
+        ),
+        (client_error("DiscoveryFailed", "DiscoveryFailedError", "no leader"), StoreUnavailable),
+        (client_error("AccessDeniedError", "AccessDeniedError", "no"), StoreError),
     ],
 )
 def test_error_kinds(error: Exception, kind: type[StoreError]) -> None:
