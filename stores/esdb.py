@@ -132,19 +132,31 @@ def _to_new(event: NewEvent) -> Any:
 def server_filter(filter: Filter) -> dict[str, Any]:
     """Client filter arguments that select a superset of ``filter``'s events.
 
-    Stream prefixes are the most selective, then event types; with neither, system event
-    types are excluded. The caller still applies ``filter.matches`` to what comes back.
+    Event types go first: the processors' filters name a few types out of the many that their
+    workflow streams hold (a workflow stream prefix would let every event of every instance
+    through, for the client to drop). Then stream prefixes; with neither, system event types
+    are excluded. The caller still applies ``filter.matches`` to what comes back.
     """
-    if filter.stream_prefixes:
-        parts = [re.escape(p) + ".*" for p in filter.stream_prefixes]
-        return {"filter_include": ["(?:" + "|".join(parts) + ")"], "filter_by_stream_name": True}
     if filter.event_types or filter.event_type_prefixes:
         parts = [re.escape(t) for t in filter.event_types]
         parts += [re.escape(p) + ".*" for p in filter.event_type_prefixes]
         return {"filter_include": ["(?:" + "|".join(parts) + ")"], "filter_exclude": ()}
+    if filter.stream_prefixes:
+        parts = [re.escape(p) + ".*" for p in filter.stream_prefixes]
+        return {"filter_include": ["(?:" + "|".join(parts) + ")"], "filter_by_stream_name": True}
     if filter.include_system:
         return {"filter_exclude": ()}
     return {"filter_exclude": [r"\$.*"]}
+
+
+def server_filter_is_exact(filter: Filter) -> bool:
+    """Whether :func:`server_filter` selects exactly ``filter``'s events (one side only).
+
+    EventStoreDB filters on the stream name or on the event type, never both; a filter with
+    both is sent as its type part and finished locally.
+    """
+    has_types = bool(filter.event_types or filter.event_type_prefixes)
+    return not (filter.stream_prefixes and has_types)
 
 
 class EsdbSubscription:
@@ -356,9 +368,14 @@ class EsdbEventStore:
         found: list[RecordedEvent] = []
         position = after_position
         arguments = server_filter(filter)
+        exact = server_filter_is_exact(filter)
         while limit is None or len(found) < limit:
-            # $all reads include their start position: ask one more and drop it
+            # $all reads include their start position: ask one more and drop it. Where the
+            # server's filter lets through events ours drops, read whole pages: a small limit
+            # would otherwise take a round trip for every two events the server sends.
             want = _PAGE if limit is None else limit - len(found)
+            if not exact:
+                want = max(want, _PAGE)
             try:
                 page = list(
                     self._client.read_all(commit_position=position, limit=want + 1, **arguments)

@@ -153,6 +153,11 @@ class EventLog:
         self.records: list[Record] = []
         self.positions: list[int] = []
         self.streams: dict[str, StreamIndex] = {}
+        self.by_type: dict[str, list[int]] = {}
+        self.by_stream: dict[str, list[int]] = {}
+        """Indexes into :attr:`records` per event type and per stream (tombstones included), in
+        log order: a filtered ``$all`` read visits the names its filter passes, not every
+        record (the answer is the same; only a real node's scan is slower)."""
         self.closed = False
         self.subscriptions = 0
         """How many subscription calls are running (they end promptly once cancelled)."""
@@ -454,7 +459,11 @@ class EventLog:
                 owner.meta = _parse_meta(events[-1].data)
         # positions before records: a reader bounded by len(records) finds every position
         self.positions.extend(r.position for r in new)
+        base = len(self.records)
         self.records.extend(new)
+        for offset, record in enumerate(new):
+            self.by_type.setdefault(record.type, []).append(base + offset)
+            self.by_stream.setdefault(record.stream, []).append(base + offset)
         last = new[-1]
         self._next_position = max(
             self._next_position,
