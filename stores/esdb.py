@@ -149,6 +149,15 @@ def server_filter(filter: Filter) -> dict[str, Any]:
     return {"filter_exclude": [r"\$.*"]}
 
 
+def checkpoint_event(position: int) -> NewEvent:
+    """The event that stores a checkpoint at ``position``."""
+    return NewEvent(
+        id=uuid.uuid4(),
+        type=CHECKPOINT_EVENT_TYPE,
+        data=json.dumps({"position": position}).encode(),
+    )
+
+
 def server_filter_is_exact(filter: Filter) -> bool:
     """Whether :func:`server_filter` selects exactly ``filter``'s events (one side only).
 
@@ -283,7 +292,7 @@ class EsdbEventStore:
         except CLIENT.base_error as exc:  # discovery (esdb+discover://)
             raise map_error(exc) from exc
         self._subscriptions: set[EsdbSubscription] = set()
-        self._checkpoint_revisions: dict[str, int] = {}
+        self._checkpoint_limited: set[str] = set()  # checkpoint streams given a $maxCount
         self._lock = threading.Lock()
         self._closed = False
 
@@ -416,40 +425,32 @@ class EsdbEventStore:
             raise map_error(exc, stream) from exc
         if not events:
             return None
-        with self._lock:
-            self._checkpoint_revisions[name] = events[0].stream_position
         try:
             return int(json.loads(events[0].data)["position"])
         except (ValueError, KeyError, TypeError) as exc:
             raise StoreError(f"unreadable checkpoint in stream {stream!r}") from exc
 
     def save_checkpoint(self, name: str, position: int) -> None:
-        """Store ``position`` for processor ``name``, expecting the revision last seen.
+        """Store ``position`` for processor ``name``; the last save wins, as on SQL stores.
 
-        Raises :class:`~decider.stores.errors.WrongExpectedVersion` if another writer moved the
-        checkpoint since this store last read or wrote it (two processors with one name).
+        Two processes of one app on one node run processors of the same name, which save the
+        same checkpoint: an expected-revision check would fail one of them routinely, for a
+        race that is part of normal operation (both concluded the work up to their position).
         """
         self._check_open()
         stream = CHECKPOINT_STREAM_PREFIX + name
-        with self._lock:
-            known = self._checkpoint_revisions.get(name)
-        if known is None and self.load_checkpoint(name) is not None:
+        try:
+            self._client.append_to_stream(
+                stream, current_version=_STATE.ANY, events=_to_new(checkpoint_event(position))
+            )
             with self._lock:
-                known = self._checkpoint_revisions.get(name)
-        event = NewEvent(
-            id=uuid.uuid4(),
-            type=CHECKPOINT_EVENT_TYPE,
-            data=json.dumps({"position": position}).encode(),
-        )
-        result = self.append(stream, [event], NO_STREAM if known is None else known)
-        if known is None:
-            # Only the latest checkpoint matters; let EventStoreDB scavenge the rest.
-            try:
+                new_stream = name not in self._checkpoint_limited
+                self._checkpoint_limited.add(name)
+            if new_stream:
+                # Only the latest checkpoint matters; let EventStoreDB scavenge the rest.
                 self._client.set_stream_metadata(stream, metadata={"$maxCount": 8})
-            except CLIENT.base_error as exc:
-                raise map_error(exc, stream) from exc
-        with self._lock:
-            self._checkpoint_revisions[name] = result.next_expected_revision
+        except CLIENT.base_error as exc:
+            raise map_error(exc, stream) from exc
 
     def close(self) -> None:
         """Stop every subscription and close the connection; safe to call twice."""
