@@ -217,25 +217,45 @@ class EventLog:
                 return WriteResult(last, index.records[last].position)
             if not events:
                 return WriteResult(None if last < 0 else last, None)
-            first_revision = last + 1
-            new = [
-                Record(
-                    self._take_position(stream, e.type, len(e.data) + len(e.metadata)),
-                    stream,
-                    first_revision + i,
-                    e.id,
-                    e.type,
-                    e.content_type,
-                    e.data,
-                    e.metadata,
-                    _ticks_now(),
-                )
-                for i, e in enumerate(events)
-            ]
-            result = WriteResult(new[-1].revision, new[-1].position)
-            new += self._undelete_records(stream, soft_deleted, first_revision, events)
+            new, result = self.new_records(stream, events, soft_deleted, last)
             self._commit(new)
             return result
+
+    def new_records(
+        self, stream: str, events: Sequence[Proposed], soft_deleted: bool, last: int
+    ) -> tuple[list[Record], WriteResult]:
+        """The records that write ``events`` after revision ``last`` (with the metadata record
+        that undeletes a soft-deleted stream), positioned but not committed: call under the
+        lock, then :meth:`commit` them."""
+        first_revision = last + 1
+        new = [
+            Record(
+                self._take_position(stream, e.type, len(e.data) + len(e.metadata)),
+                stream,
+                first_revision + i,
+                e.id,
+                e.type,
+                e.content_type,
+                e.data,
+                e.metadata,
+                _ticks_now(),
+            )
+            for i, e in enumerate(events)
+        ]
+        result = WriteResult(new[-1].revision, new[-1].position)
+        return new + self._undelete_records(stream, soft_deleted, first_revision, events), result
+
+    def check(self, stream: str, expected: int, ids: Sequence[str]) -> tuple[bool, bool, int]:
+        """The expected-version check of :meth:`append` without writing: (idempotent,
+        soft-deleted, revision) or raises :class:`WrongVersion` / :class:`Deleted`. The
+        revision is the stream's last for a write, the last matched one if idempotent. Call
+        under the lock."""
+        decision, soft_deleted, revision = self._check(stream, expected, ids)
+        return decision is _Decision.IDEMPOTENT, soft_deleted, revision
+
+    def commit(self, new: list[Record]) -> None:
+        """Publish records made by :meth:`new_records` as one atomic write. Call under the lock."""
+        self._commit(new)
 
     def delete(self, stream: str, expected: int, proceed: Callable[[], bool]) -> int:
         """Soft-delete: set ``$tb`` to "deleted" in the stream's metadata; returns its position.

@@ -13,16 +13,41 @@ from typing import Self
 import grpc
 
 from decider.stores.esdb_testserver._proto import (
+    POOL,
     gossip_pb2_grpc,
     persistent_pb2_grpc,
+    serverfeatures_pb2_grpc,
     streams_pb2_grpc,
+    streams_v2_pb2_grpc,
 )
 from decider.stores.esdb_testserver.log import EventLog
 from decider.stores.esdb_testserver.persistence import LogFile
 from decider.stores.esdb_testserver.services import GossipServicer, PersistentSubscriptionsServicer
 from decider.stores.esdb_testserver.streams_service import StreamsServicer
+from decider.stores.esdb_testserver.streams_v2_service import (
+    ServerFeaturesServicer,
+    StreamsV2Servicer,
+)
 
 _MESSAGE_LIMIT = 17 * 1024 * 1024  # what esdbclient allows; bigger appends get ESDB's own error
+
+
+_SERVICES = (
+    "event_store.client.streams.Streams",
+    "event_store.client.persistent_subscriptions.PersistentSubscriptions",
+    "event_store.client.gossip.Gossip",
+    "event_store.client.server_features.ServerFeatures",
+    "kurrentdb.protocol.v2.streams.StreamsService",
+)
+
+
+def _served_methods() -> dict[str, list[str]]:
+    """The methods of every service the server registers, as ``ServerFeatures`` lists them
+    (``AppendRecords`` aside: a 25.1 node has no such method)."""
+    return {
+        name: [m.name for m in POOL.FindServiceByName(name).methods if m.name != "AppendRecords"]
+        for name in _SERVICES
+    }
 
 
 class EsdbTestServer:
@@ -86,6 +111,12 @@ class EsdbTestServer:
         )
         persistent_pb2_grpc.add_PersistentSubscriptionsServicer_to_server(  # type: ignore[no-untyped-call]
             PersistentSubscriptionsServicer(), server
+        )
+        streams_v2_pb2_grpc.add_StreamsServiceServicer_to_server(  # type: ignore[no-untyped-call]
+            StreamsV2Servicer(self.log), server
+        )
+        serverfeatures_pb2_grpc.add_ServerFeaturesServicer_to_server(  # type: ignore[no-untyped-call]
+            ServerFeaturesServicer(_served_methods()), server
         )
         port = server.add_insecure_port(f"{self._host}:{self._requested_port}")
         if port == 0:

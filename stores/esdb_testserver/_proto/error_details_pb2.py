@@ -23,9 +23,10 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from google.protobuf import any_pb2 as google_dot_protobuf_dot_any__pb2
 
 
-DESCRIPTOR = _pool.POOL.AddSerializedFile(b'\n9decider/stores/esdb_testserver/_proto/error_details.proto\x12\ngoogle.rpc\"\x93\x01\n\tErrorInfo\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12\x0e\n\x06\x64omain\x18\x02 \x01(\t\x12\x35\n\x08metadata\x18\x03 \x03(\x0b\x32#.google.rpc.ErrorInfo.MetadataEntry\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x62\x06proto3')
+DESCRIPTOR = _pool.POOL.AddSerializedFile(b'\n9decider/stores/esdb_testserver/_proto/error_details.proto\x12\ngoogle.rpc\x1a\x19google/protobuf/any.proto\"N\n\x06Status\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\x12%\n\x07\x64\x65tails\x18\x03 \x03(\x0b\x32\x14.google.protobuf.Any\"\x93\x01\n\tErrorInfo\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12\x0e\n\x06\x64omain\x18\x02 \x01(\t\x12\x35\n\x08metadata\x18\x03 \x03(\x0b\x32#.google.rpc.ErrorInfo.MetadataEntry\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,8 +35,10 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_ERRORINFO_METADATAENTRY']._loaded_options = None
   _globals['_ERRORINFO_METADATAENTRY']._serialized_options = b'8\001'
-  _globals['_ERRORINFO']._serialized_start=74
-  _globals['_ERRORINFO']._serialized_end=221
-  _globals['_ERRORINFO_METADATAENTRY']._serialized_start=174
-  _globals['_ERRORINFO_METADATAENTRY']._serialized_end=221
+  _globals['_STATUS']._serialized_start=100
+  _globals['_STATUS']._serialized_end=178
+  _globals['_ERRORINFO']._serialized_start=181
+  _globals['_ERRORINFO']._serialized_end=328
+  _globals['_ERRORINFO_METADATAENTRY']._serialized_start=281
+  _globals['_ERRORINFO_METADATAENTRY']._serialized_end=328
 # @@protoc_insertion_point(module_scope)

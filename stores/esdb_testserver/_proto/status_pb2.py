@@ -27,7 +27,7 @@ from google.protobuf import any_pb2 as google_dot_protobuf_dot_any__pb2
 from decider.stores.esdb_testserver._proto import code_pb2 as decider_dot_stores_dot_esdb__testserver_dot___proto_dot_code__pb2
 
 
-DESCRIPTOR = _pool.POOL.AddSerializedFile(b'\n2decider/stores/esdb_testserver/_proto/status.proto\x12\ngoogle.rpc\x1a\x19google/protobuf/any.proto\x1a\x30\x64\x65\x63ider/stores/esdb_testserver/_proto/code.proto\"`\n\x06Status\x12\x1e\n\x04\x63ode\x18\x01 \x01(\x0e\x32\x10.google.rpc.Code\x12\x0f\n\x07message\x18\x02 \x01(\t\x12%\n\x07\x64\x65tails\x18\x03 \x01(\x0b\x32\x14.google.protobuf.AnyBa\n\x0e\x63om.google.rpcB\x0bStatusProtoP\x01Z7google.golang.org/genproto/googleapis/rpc/status;status\xf8\x01\x01\xa2\x02\x03RPCb\x06proto3')
+DESCRIPTOR = _pool.POOL.AddSerializedFile(b'\n2decider/stores/esdb_testserver/_proto/status.proto\x12\rkurrentdb.rpc\x1a\x19google/protobuf/any.proto\x1a\x30\x64\x65\x63ider/stores/esdb_testserver/_proto/code.proto\"c\n\x06Status\x12!\n\x04\x63ode\x18\x01 \x01(\x0e\x32\x13.kurrentdb.rpc.Code\x12\x0f\n\x07message\x18\x02 \x01(\t\x12%\n\x07\x64\x65tails\x18\x03 \x01(\x0b\x32\x14.google.protobuf.AnyBa\n\x0e\x63om.google.rpcB\x0bStatusProtoP\x01Z7google.golang.org/genproto/googleapis/rpc/status;status\xf8\x01\x01\xa2\x02\x03RPCb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,6 +35,6 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'decider.stores.esdb_testser
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\016com.google.rpcB\013StatusProtoP\001Z7google.golang.org/genproto/googleapis/rpc/status;status\370\001\001\242\002\003RPC'
-  _globals['_STATUS']._serialized_start=143
-  _globals['_STATUS']._serialized_end=239
+  _globals['_STATUS']._serialized_start=146
+  _globals['_STATUS']._serialized_end=245
 # @@protoc_insertion_point(module_scope)
