@@ -5,8 +5,8 @@ client under two names: the same v1 gRPC calls, the same methods, but other clas
 names, and ``kurrentdbclient`` also reads ``kurrentdb://`` and ``kdb://`` URIs and can call
 KurrentDB's v2 ``AppendSession``. They cannot share an environment (their grpcio pins
 exclude each other), so one is picked at import: ``kurrentdbclient`` if it is installed, else
-``esdbclient``. :data:`CLIENT` holds the chosen package's names; nothing else in the adapter
-names a package.
+``esdbclient``. :func:`load` returns the chosen package's names (the adapter keeps them as
+``decider.stores.esdb.CLIENT``); nothing else in the adapter names a package.
 """
 
 from __future__ import annotations
@@ -114,7 +114,3 @@ def load() -> ClientNames:
         if exc.name != "kurrentdbclient":
             raise
     return _esdbclient(importlib.import_module("esdbclient"))
-
-
-CLIENT = load()
-"""The client package in use (see :func:`load`)."""

@@ -39,7 +39,7 @@ from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from decider.stores._esdb_client import CLIENT
+from decider.stores._esdb_client import load
 from decider.stores._expectations import check_read_args, validate_append
 from decider.stores.errors import (
     StoreError,
@@ -65,6 +65,9 @@ CHECKPOINT_STREAM_PREFIX = "decider-checkpoint-"
 """Processor ``name`` keeps its position in stream ``decider-checkpoint-<name>``."""
 CHECKPOINT_EVENT_TYPE = "$decider-checkpoint"
 """The type of checkpoint events (``$``: a system event, excluded from user subscriptions)."""
+
+CLIENT = load()
+"""The client package in use: ``kurrentdbclient`` if installed, else ``esdbclient``."""
 
 _PAGE = 1000
 _QUEUE_SIZE = 1000
@@ -321,13 +324,16 @@ class EsdbEventStore:
             elif expected_revision is NO_STREAM:
                 revision = len(events) - 1
             else:
-                revision = self._revision_of(stream, events[-1].id, position)
+                revision, _ = self._locate(stream, events[-1].id, position)
         except CLIENT.base_error as exc:
             raise map_error(exc, stream, expected_revision) from exc
         return AppendResult(next_expected_revision=revision, position=position)
 
-    def _revision_of(self, stream: str, event_id: uuid.UUID, position: int) -> int:
-        """The revision of the stored event ``event_id`` (at ``position``), newest first.
+    def _locate(
+        self, stream: str, event_id: uuid.UUID, position: int | None = None
+    ) -> tuple[int, int]:
+        """The revision and position of the stored event ``event_id`` (at ``position`` if
+        given: an id stored twice counts where it was written last), newest first.
 
         Usually it is the stream's last event, so the first page holds one event; later pages
         grow, for an idempotent re-append of events written long ago.
@@ -339,8 +345,8 @@ class EsdbEventStore:
                 stream, stream_position=before, backwards=True, limit=limit
             )
             for event in page:
-                if event.id == event_id and event.commit_position == position:
-                    return int(event.stream_position)
+                if event.id == event_id and position in (None, event.commit_position):
+                    return int(event.stream_position), int(event.commit_position)
             if len(page) < limit or page[-1].stream_position == 0:
                 raise StoreError(f"appended event {event_id} not found in stream {stream!r}")
             before = page[-1].stream_position - 1
@@ -443,12 +449,20 @@ class EsdbEventStore:
             self._client.append_to_stream(
                 stream, current_version=_STATE.ANY, events=_to_new(checkpoint_event(position))
             )
-            with self._lock:
-                new_stream = name not in self._checkpoint_limited
-                self._checkpoint_limited.add(name)
-            if new_stream:
-                # Only the latest checkpoint matters; let EventStoreDB scavenge the rest.
-                self._client.set_stream_metadata(stream, metadata={"$maxCount": 8})
+        except CLIENT.base_error as exc:
+            raise map_error(exc, stream) from exc
+        self._limit_checkpoint_stream(name)
+
+    def _limit_checkpoint_stream(self, name: str) -> None:
+        """Give the checkpoint stream a ``$maxCount`` (once per name and store): only the
+        latest checkpoint matters, EventStoreDB may scavenge the rest."""
+        with self._lock:
+            if name in self._checkpoint_limited:
+                return
+            self._checkpoint_limited.add(name)
+        stream = CHECKPOINT_STREAM_PREFIX + name
+        try:
+            self._client.set_stream_metadata(stream, metadata={"$maxCount": 8})
         except CLIENT.base_error as exc:
             raise map_error(exc, stream) from exc
 

@@ -121,8 +121,10 @@ def _seconds(options: dict[str, str], key: str, default: float) -> float:
 
 
 def _esdb(uri: str) -> EventStore:
-    module = _adapter(uri, "decider.stores.esdb", "EventStoreDB", driver="esdbclient", extra="esdb")
-    store: EventStore = module.EsdbEventStore(uri)
+    _adapter(uri, "decider.stores.esdb", "EventStoreDB", driver="esdbclient", extra="esdb")
+    from decider.stores._esdb_batch import open_esdb_store
+
+    store: EventStore = open_esdb_store(uri)
     return store
 
 

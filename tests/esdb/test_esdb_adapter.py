@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from decider.stores._esdb_client import CLIENT
 from decider.stores.errors import (
     StoreError,
     StoreUnavailable,
@@ -24,6 +23,7 @@ from decider.stores.errors import (
 from decider.stores.esdb import (
     CHECKPOINT_EVENT_TYPE,
     CHECKPOINT_STREAM_PREFIX,
+    CLIENT,
     EsdbEventStore,
     map_error,
     server_filter,
