@@ -420,14 +420,18 @@ class EventLog:
 
     def resolve_link(self, link: Record) -> Record | None:
         """The event a ``$>`` link (data ``"<revision>@<stream>"``) points to, if readable."""
-        revision_text, _, target = link.data.decode("utf-8", "replace").partition("@")
         with self.changed:
-            index = self.streams.get(target)
-            start = self.visible_from(target)
-            if index is None or index.tombstoned or start is None or not revision_text.isdigit():
-                return None
-            revision = int(revision_text)
-            return index.records[revision] if start <= revision < len(index.records) else None
+            return self.resolve_link_locked(link)
+
+    def resolve_link_locked(self, link: Record) -> Record | None:
+        """:meth:`resolve_link` for a caller that holds the lock."""
+        revision_text, _, target = link.data.decode("utf-8", "replace").partition("@")
+        index = self.streams.get(target)
+        start = self.visible_from(target)
+        if index is None or index.tombstoned or start is None or not revision_text.isdigit():
+            return None
+        revision = int(revision_text)
+        return index.records[revision] if start <= revision < len(index.records) else None
 
     def _new(self, stream: str, revision: int | None, event_type: str, data: bytes) -> Record:
         index = self.streams.get(stream)

@@ -22,7 +22,8 @@ from decider.stores.esdb_testserver._proto import (
 )
 from decider.stores.esdb_testserver.log import EventLog
 from decider.stores.esdb_testserver.persistence import LogFile
-from decider.stores.esdb_testserver.services import GossipServicer, PersistentSubscriptionsServicer
+from decider.stores.esdb_testserver.persistent_service import PersistentSubscriptionsServicer
+from decider.stores.esdb_testserver.services import GossipServicer
 from decider.stores.esdb_testserver.streams_service import StreamsServicer
 from decider.stores.esdb_testserver.streams_v2_service import (
     ServerFeaturesServicer,
@@ -114,7 +115,7 @@ class EsdbTestServer:
             StreamsServicer(self.log), server
         )
         persistent_pb2_grpc.add_PersistentSubscriptionsServicer_to_server(  # type: ignore[no-untyped-call]
-            PersistentSubscriptionsServicer(), server
+            PersistentSubscriptionsServicer(self.log), server
         )
         if self._append_session:
             streams_v2_pb2_grpc.add_StreamsServiceServicer_to_server(  # type: ignore[no-untyped-call]

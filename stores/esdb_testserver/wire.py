@@ -109,19 +109,22 @@ def unresolved_link_resp(record: Record, structured_ids: bool) -> Any:
     )
 
 
-def _recorded(record: Record, structured_ids: bool) -> Any:
-    if structured_ids:
-        value = uuid.UUID(record.id).int
-        event_id = shared_pb2.UUID(
-            structured=shared_pb2.UUID.Structured(
-                most_significant_bits=_signed64(value >> 64),
-                least_significant_bits=_signed64(value & (2**64 - 1)),
-            )
+def event_id(text: str, structured: bool) -> Any:
+    """An event id as the client asked for it: a string, or two signed 64-bit halves."""
+    if not structured:
+        return shared_pb2.UUID(string=text)
+    value = uuid.UUID(text).int
+    return shared_pb2.UUID(
+        structured=shared_pb2.UUID.Structured(
+            most_significant_bits=_signed64(value >> 64),
+            least_significant_bits=_signed64(value & (2**64 - 1)),
         )
-    else:
-        event_id = shared_pb2.UUID(string=record.id)
+    )
+
+
+def _recorded(record: Record, structured_ids: bool) -> Any:
     return _ReadEvent.RecordedEvent(
-        id=event_id,
+        id=event_id(record.id, structured_ids),
         stream_identifier=identifier(record.stream),
         stream_revision=record.revision,
         prepare_position=record.position,
