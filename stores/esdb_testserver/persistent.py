@@ -92,6 +92,7 @@ class Consumer:
     outbox: deque[tuple[Record, int]] = field(default_factory=deque)
     in_flight: int = 0
     ended: bool = False
+    dropped: bool = False  # by the server (group updated, deleted, restarted), not by leaving
     total: int = 0
     id: str = field(default_factory=lambda: str(uuid.uuid4()))
 
@@ -446,5 +447,5 @@ class Groups:
     @staticmethod
     def _drop(group: Group) -> None:
         for consumer in list(group.consumers):
-            consumer.ended = True
+            consumer.ended = consumer.dropped = True
         group.consumers.clear()

@@ -180,7 +180,7 @@ class PersistentSubscriptionsServicer(persistent_pb2_grpc.PersistentSubscription
                 if not consumer.ended:
                     group.disconnect(consumer)
                 log.changed.notify_all()
-        if consumer.ended and not log.closed and context.is_active():
+        if consumer.dropped and not log.closed and context.is_active():
             context.abort(grpc.StatusCode.CANCELLED, "The persistent subscription was dropped.")
 
     def _settle(self, group: Group, consumer: Consumer, requests: Iterator[Any]) -> None:
