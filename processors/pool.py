@@ -166,7 +166,7 @@ class CommandPool:
             if queue is None:
                 self._queues[job.key] = collections.deque([job])
                 self._ready.append(job.key)
-                self._cond.notify()
+                self._cond.notify_all()
             else:
                 queue.append(job)
 
@@ -372,7 +372,7 @@ class CommandPool:
                     _, _, job = heapq.heappop(self._delayed)
                     self._backing_off[job.handler.name] -= 1
                     self._ready.append(job.key)
-                    self._cond.notify()
+                    self._cond.notify_all()
                 wait = (self._delayed[0][0] - now).total_seconds() if self._delayed else 3600.0
             self.clock.wait(self._wake, wait)
 
