@@ -98,7 +98,12 @@ class CommandPool:
         replaced any more."""
         self.clock = clock
         self.log = logger
-        self._cond = threading.Condition()
+        # One lock; the workers, the watchdog and wait_calls each wait on their own condition,
+        # so a change wakes one worker, not every thread of the pool.
+        lock = threading.Lock()
+        self._cond = threading.Condition(lock)
+        self._watch_cond = threading.Condition(lock)
+        self._calls_cond = threading.Condition(lock)
         self._queues: dict[str, collections.deque[Job]] = {}
         self._ready: collections.deque[str] = collections.deque()
         self._running: dict[str, int] = collections.Counter()
@@ -141,12 +146,18 @@ class CommandPool:
         with self._cond:
             self._closed = True
             self._generation += 1
-            self._cond.notify_all()
+            self._wake_all()
         self._wake.set()
         for thread in self._threads:
             thread.join(1.0)
         if self._loop is not None:
             self._loop.close()
+
+    def _wake_all(self) -> None:
+        """Wake every waiting thread (the lock held): the pool's state changed for all."""
+        self._cond.notify_all()
+        self._watch_cond.notify_all()
+        self._calls_cond.notify_all()
 
     def _add_worker(self) -> None:
         worker = _Worker()
@@ -166,7 +177,7 @@ class CommandPool:
             if queue is None:
                 self._queues[job.key] = collections.deque([job])
                 self._ready.append(job.key)
-                self._cond.notify_all()
+                self._cond.notify()
             else:
                 queue.append(job)
 
@@ -195,7 +206,7 @@ class CommandPool:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return False
-                self._cond.wait(min(remaining, 0.005))
+                self._calls_cond.wait(min(remaining, 0.005))
             tick()
 
     def reset(self) -> None:
@@ -208,7 +219,7 @@ class CommandPool:
             self._delayed.clear()
             self._backing_off.clear()
             self._paused = False
-            self._cond.notify_all()
+            self._wake_all()
 
     def load(self) -> list[HandlerLoad]:
         """Each handler's commands now (handlers with none are left out)."""
@@ -240,7 +251,7 @@ class CommandPool:
                 if timeout is not None and not job.handler.is_async:
                     deadline = time.monotonic() + timeout
                     heapq.heappush(self._deadlines, (deadline, call, worker, job))
-                    self._cond.notify_all()  # the watchdog may have to wake sooner
+                    self._watch_cond.notify()  # it may have to wake sooner
             if job.handler.is_async:
                 self._start_async(job)
                 continue
@@ -351,13 +362,14 @@ class CommandPool:
                 self._ready.append(job.key)
             else:
                 del self._queues[job.key]
-            self._cond.notify_all()
+            self._cond.notify()
 
     def _finish_call(self, job: Job) -> None:
         """A call is over (the lock held): free its slot."""
         self._running[job.handler.name] -= 1
         self._in_flight -= 1
-        self._cond.notify_all()
+        self._cond.notify()  # a slot is free
+        self._calls_cond.notify_all()
 
     # -- the timekeeper (back-off, on the service clock) --------------------------------------
 
@@ -372,7 +384,7 @@ class CommandPool:
                     _, _, job = heapq.heappop(self._delayed)
                     self._backing_off[job.handler.name] -= 1
                     self._ready.append(job.key)
-                    self._cond.notify_all()
+                    self._cond.notify()
                 wait = (self._delayed[0][0] - now).total_seconds() if self._delayed else 3600.0
             self.clock.wait(self._wake, wait)
 
@@ -406,7 +418,7 @@ class CommandPool:
                         )
                 wait = self._deadlines[0][0] - now if self._deadlines else None
                 if not expired:
-                    self._cond.wait(wait)
+                    self._watch_cond.wait(wait)
             for job in expired:
                 failure = HandlerFailure(
                     reason=f"timed out after {job.handler.timeout}s", retryable=True

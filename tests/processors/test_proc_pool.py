@@ -338,18 +338,19 @@ def test_a_rate_limit_spaces_calls() -> None:
         inputs={Plan: lambda m, _: m.plan_id, StepDone: by_correlation},
     )
 
-    @app.handler(Step, rate=50)
+    @app.handler(Step, rate=10)
     def step(command: Step, command_id: str) -> list[object]:
         calls.append(time.monotonic())
         return [StepDone(plan_id=command.plan_id, index=command.index)]
 
-    for i in range(6):
+    for i in range(4):
         app.publish(store, Plan(plan_id=f"r{i}", steps=("ok",)), "plans")
     with Service(app, store) as service:
-        assert service.wait_until(lambda: all_done(store, app, 6), 30)
-    gaps = [b - a for a, b in itertools.pairwise(calls)]
-    assert len(calls) == 6
-    assert min(gaps) >= 0.019  # 1/50 s apart, never closer
+        assert service.wait_until(lambda: all_done(store, app, 4), 30)
+    # Started 0.1 s apart (the handler notes the time a little after the start: a margin).
+    assert len(calls) == 4
+    assert calls[-1] - calls[0] >= 0.25
+    assert min(b - a for a, b in itertools.pairwise(calls)) >= 0.05
 
 
 @pytest.mark.parametrize(
