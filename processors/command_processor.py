@@ -94,6 +94,16 @@ class CommandProcessor(Processor):
         """How many commands were parked."""
         return self.parking.parked
 
+    @property
+    def in_flight(self) -> int:
+        """How many handler calls are running now."""
+        return self.pool.calls_in_flight()
+
+    @property
+    def backing_off(self) -> int:
+        """How many commands wait to be retried now."""
+        return sum(load.backing_off for load in self.pool.load())
+
     def load(self) -> list[HandlerLoad]:
         """Each handler's commands in hand now (in flight, backing off, queued) and how many
         this processor parked; every registered handler is listed."""

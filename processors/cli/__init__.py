@@ -39,6 +39,7 @@ from decider.processors.cli.loading import (
 from decider.processors.cli.running import LOG_FORMAT, EarlySignals, run_service
 from decider.processors.cli.views import instance_lines, parked_lines, status_lines
 from decider.processors.errors import NotParked
+from decider.processors.handler_status import handler_lines, handler_status
 from decider.processors.queries import list_parked, retry_parked, show, status
 from decider.processors.service import Service
 from decider.stores.errors import StoreError
@@ -208,6 +209,7 @@ def _status(args: argparse.Namespace) -> int:
         except KeyError as exc:
             raise UsageError(exc.args[0] if exc.args else str(exc)) from exc
         _print(status_lines(app, instances, list_parked(store, app), args.limit))
+        _print(handler_lines(handler_status(store, app)))
     return 0
 
 

@@ -18,7 +18,7 @@ from typing import Any
 from decider.processors.base import Processor
 from decider.processors.service import Service
 
-COUNTERS = ("handled", "conflicts", "carried_out", "parked", "fired")
+COUNTERS = ("handled", "conflicts", "carried_out", "parked", "in_flight", "backing_off", "fired")
 """The processor counters the progress line shows, where a processor has them."""
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"

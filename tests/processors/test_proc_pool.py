@@ -42,6 +42,7 @@ from decider.processors import (
     status,
 )
 from decider.processors.command_processor import CommandProcessor
+from decider.processors.handler_status import HandlerStatus, handler_lines, handler_status
 from decider.stores.memory import MemoryEventStore
 from decider.stores.protocol import EventStore
 from decider.stores.sqlite import SqliteEventStore
@@ -255,6 +256,11 @@ def test_a_backing_off_command_holds_only_its_own_instances_later_commands(
         assert ("stuck", 1) not in recorder.calls  # held behind its own instance's command
         (load,) = [h for h in service.handler_load() if h.handler == "step"]
         assert (load.in_flight, load.backing_off, load.queued) == (0, 1, 1)
+        # What `decider status` shows, from the store alone.
+        assert handler_status(store, app) == [
+            HandlerStatus("async_step", 0, 0),
+            HandlerStatus("step", 2, 0),
+        ]
         clock.advance(3600)
         assert service.wait_until(lambda: done(store, app, "stuck"), 30)
         assert recorder.started.index(("stuck", 1)) > recorder.started.index(("healthy", 1))
@@ -262,6 +268,10 @@ def test_a_backing_off_command_holds_only_its_own_instances_later_commands(
         assert load.parked == 1
     (parked,) = list_parked(store, app)
     assert parked.attempts == 2
+    assert handler_lines(handler_status(store, app))[1:] == [
+        "  async_step: in hand 0, parked 0",
+        "  step: in hand 0, parked 1",
+    ]
 
 
 # -- timeouts -----------------------------------------------------------------------------
