@@ -187,13 +187,18 @@ class CommandProcessor(Processor):
         return Outcome(taken.appends, taken.mark)
 
     def process(self, batch: Sequence[RecordedEvent]) -> None:
-        """Dispatch ``batch``; commit what concluded if it is due."""
+        """Dispatch ``batch``; commit what concluded if all of it did (quick handlers: one
+        transaction for the batch), or if it is due."""
         self.dispatch(batch)
-        self._flush_if_due()
+        if self.marks.open == 0:
+            self.flush()
+        else:
+            self._flush_if_due()
 
     def dispatch(self, batch: Sequence[RecordedEvent]) -> None:
         """Give each input an entry and start it: copies and parks conclude at once, handled
-        commands go to the pool. Waits (committing) while too many are in hand."""
+        commands go to the pool. Waits (committing what concluded) while too many are in
+        hand."""
         for event in batch:
             while self.marks.open >= self.max_open and not self.context.stop.is_set():
                 self.marks.wait(GROUP_SECONDS)
@@ -207,7 +212,6 @@ class CommandProcessor(Processor):
             )
             if started is not _SUBMITTED:
                 self.marks.conclude(entry, draft.appends)
-            self._flush_if_due()
 
     def redo_units(self, batch: Sequence[RecordedEvent], outcome: Outcome) -> list[Unit]:
         """A result stream that exists with other ids: the command was carried out before and
