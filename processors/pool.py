@@ -73,7 +73,8 @@ class HandlerLoad:
 
 @attrs.define(eq=False)
 class _Worker:
-    call: int = 0
+    job: Job | None = None
+    deadline: float | None = None
     abandoned: bool = False
 
 
@@ -115,8 +116,8 @@ class CommandPool:
         self._generation = 0
         self._workers: list[_Worker] = []
         self._abandoned = 0
-        self._calls = itertools.count(1)
-        self._deadlines: list[tuple[float, int, _Worker, Job]] = []
+        self._tickets = itertools.count(1)
+        self._watch_until = float("inf")
         self._delayed: list[tuple[datetime, int, Job]] = []
         self._wake = Signal()
         self._random = random.Random()
@@ -246,12 +247,11 @@ class CommandPool:
                 job = self._take(worker)
                 if job is None:
                     return
-                call = worker.call = next(self._calls)
                 timeout = job.handler.timeout
                 if timeout is not None and not job.handler.is_async:
-                    deadline = time.monotonic() + timeout
-                    heapq.heappush(self._deadlines, (deadline, call, worker, job))
-                    self._watch_cond.notify()  # it may have to wake sooner
+                    worker.job, worker.deadline = job, time.monotonic() + timeout
+                    if worker.deadline < self._watch_until:
+                        self._watch_cond.notify()  # the watchdog must wake sooner
             if job.handler.is_async:
                 self._start_async(job)
                 continue
@@ -266,7 +266,7 @@ class CommandPool:
                         job.handler.name,
                     )
                     return
-                worker.call = 0
+                worker.job, worker.deadline = None, None
             self._attempted(job, outcome)
 
     def _take(self, worker: _Worker) -> Job | None:
@@ -282,7 +282,7 @@ class CommandPool:
                 wait = None
             self._cond.wait(wait)
 
-    def _pick(self) -> tuple[Job | None, float | None]:
+    def _pick(self, only_async: bool = False) -> tuple[Job | None, float | None]:
         """The first ready job whose handler is under its limits, started (the lock held);
         else how long until a rate limit lets one through (``None``: until told)."""
         now = time.monotonic()
@@ -291,6 +291,9 @@ class CommandPool:
             key = self._ready.popleft()
             job = self._queues[key][0]
             handler = job.handler
+            if only_async and not handler.is_async:
+                self._ready.append(key)
+                continue
             if handler.concurrency is not None and self._running[handler.name] >= (
                 handler.concurrency
             ):
@@ -313,7 +316,20 @@ class CommandPool:
         assert self._loop is not None
         timeout = job.handler.timeout
         coroutine = invoke_async(job.handler, job.command, job.command_id, timeout)
-        self._loop.submit(coroutine, lambda outcome: self._attempted(job, outcome))
+        self._loop.submit(coroutine, lambda outcome: self._async_done(job, outcome))
+
+    def _async_done(self, job: Job, outcome: Sequence[Any] | HandlerFailure) -> None:
+        """On the loop's thread: conclude ``job``, then start the next async commands from
+        here (no worker thread in between)."""
+        self._attempted(job, outcome)
+        while True:
+            with self._cond:
+                if self._closed or self._paused or self._in_flight >= self.size:
+                    return
+                following, _ = self._pick(only_async=True)
+            if following is None:
+                return
+            self._start_async(following)
 
     def _attempted(self, job: Job, outcome: Sequence[Any] | HandlerFailure) -> None:
         """After one call: conclude the job, or schedule its retry."""
@@ -341,7 +357,7 @@ class CommandPool:
                 return
             self._backing_off[job.handler.name] += 1
             due = self.clock.now() + timedelta(seconds=delay)
-            heapq.heappush(self._delayed, (due, next(self._calls), job))
+            heapq.heappush(self._delayed, (due, next(self._tickets), job))
         self._wake.set()
 
     def _conclude(self, job: Job, conclusion: Conclusion) -> None:
@@ -397,10 +413,10 @@ class CommandPool:
                 if self._closed:
                     return
                 now = time.monotonic()
-                while self._deadlines and self._deadlines[0][0] <= now:
-                    _, call, worker, job = heapq.heappop(self._deadlines)
-                    if worker.call != call:
-                        continue  # that call returned in time
+                late = [w for w in self._workers if w.deadline is not None and w.deadline <= now]
+                for worker in late:
+                    assert worker.job is not None
+                    job = worker.job
                     worker.abandoned = True
                     self._abandoned += 1
                     self._workers.remove(worker)
@@ -416,8 +432,12 @@ class CommandPool:
                             self._abandoned,
                             len(self._workers),
                         )
-                wait = self._deadlines[0][0] - now if self._deadlines else None
+                # Sleep until the earliest deadline of a call in flight; a call with an
+                # earlier one wakes the watchdog (see _work).
+                deadlines = [w.deadline for w in self._workers if w.deadline is not None]
+                self._watch_until = min(deadlines, default=float("inf"))
                 if not expired:
+                    wait = None if not deadlines else self._watch_until - now
                     self._watch_cond.wait(wait)
             for job in expired:
                 failure = HandlerFailure(
