@@ -24,8 +24,7 @@ stored shape into the current one before it is structured.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, TypeAlias
 
@@ -152,17 +151,6 @@ class Timer:
     message: bytes
 
 
-@contextmanager
-def _decoding(type_name: str) -> Iterator[None]:
-    """Turn any failure while decoding into a :class:`DecodeError` naming ``type_name``."""
-    try:
-        yield
-    except DecodeError:
-        raise
-    except Exception as exc:
-        raise DecodeError(type_name, describe(exc)) from exc
-
-
 def describe(exc: BaseException, limit: int = 500) -> str:
     """A one-line reason for ``exc``, at most ``limit`` characters, whatever its contents.
 
@@ -215,10 +203,16 @@ class Codec:
 
     def decode_message(self, type_name: str, data: bytes) -> Any:
         """The message of a stored type name and JSON bytes (a plain message, no event kind)."""
-        with _decoding(type_name):
-            if event_kind(type_name) is not None or type_name in (BEGAN, COMPLETED):
+        try:
+            if type_name in (BEGAN, COMPLETED) or (
+                KIND_SEPARATOR in type_name and event_kind(type_name) is not None
+            ):
                 raise DecodeError(type_name, "a workflow event, not a message")
             return self._structure_message(type_name, self._loads(type_name, data))
+        except DecodeError:
+            raise
+        except Exception as exc:
+            raise DecodeError(type_name, describe(exc)) from exc
 
     def encode_envelope(self, envelope: Envelope[Any]) -> tuple[str, bytes, bytes]:
         """A message and its metadata as (type name, JSON bytes, metadata JSON bytes)."""
@@ -251,12 +245,16 @@ class Codec:
 
     def decode_event(self, type_name: str, data: bytes) -> WorkflowEvent[Any, Any]:
         """The workflow event of a stored type name and JSON bytes."""
-        with _decoding(type_name):
+        try:
             return self._decode_event(type_name, data)
+        except DecodeError:
+            raise
+        except Exception as exc:
+            raise DecodeError(type_name, describe(exc)) from exc
 
     def decode_timer(self, type_name: str, data: bytes) -> Timer:
         """The timer a stored ``Scheduled`` event holds, its message left as JSON bytes."""
-        with _decoding(type_name):
+        try:
             kind, name = parse_type(type_name)
             if kind not in TIMER_KINDS or not name:
                 raise DecodeError(type_name, "not a Scheduled event type")
@@ -271,6 +269,10 @@ class Codec:
             if not isinstance(body, dict):
                 raise DecodeError(type_name, "'message' must be a JSON object")
             return Timer(name, timedelta(seconds=after), self._dumps(body))
+        except DecodeError:
+            raise
+        except Exception as exc:
+            raise DecodeError(type_name, describe(exc)) from exc
 
     def _decode_event(self, type_name: str, data: bytes) -> WorkflowEvent[Any, Any]:
         kind, name = parse_type(type_name)
@@ -322,8 +324,12 @@ class Codec:
 
     def decode_metadata(self, data: bytes) -> Metadata:
         """Metadata from JSON bytes."""
-        with _decoding("metadata"):
+        try:
             return self._decode_metadata(data)
+        except DecodeError:
+            raise
+        except Exception as exc:
+            raise DecodeError("metadata", describe(exc)) from exc
 
     def causation_of(self, metadata: bytes) -> str | None:
         """The causation id in metadata JSON bytes; ``None`` if absent or unreadable.

@@ -20,7 +20,9 @@ from decider.processors.clock import Clock, FakeClock, Signal, SystemClock
 from decider.processors.errors import (
     AppDefinitionError,
     ConflictsExhausted,
+    InvalidStreamName,
     NotParked,
+    ProcessorDied,
     ProcessorError,
 )
 from decider.processors.handler_status import HandlerStatus, handler_status
@@ -64,9 +66,11 @@ __all__ = [
     "InputSkipped",
     "InstanceStatus",
     "InstanceView",
+    "InvalidStreamName",
     "NotParked",
     "ParkedCommand",
     "ParkedCommandRetried",
+    "ProcessorDied",
     "ProcessorError",
     "RetryPolicy",
     "Route",

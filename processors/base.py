@@ -33,9 +33,9 @@ from decider.processors import streams
 from decider.processors.app import App
 from decider.processors.clock import Clock, Signal
 from decider.processors.errors import ConflictsExhausted
-from decider.processors.failures import ErrorLog, Failure, classify
+from decider.processors.failures import PERMANENT, ErrorLog, Failure, classify
 from decider.processors.messages import InputSkipped
-from decider.stores.errors import PermanentStoreError, WrongExpectedVersion
+from decider.stores.errors import StoreUnavailable, WrongExpectedVersion
 from decider.stores.protocol import (
     ANY,
     NO_STREAM,
@@ -302,7 +302,7 @@ class Processor(abc.ABC):
             self.conflicts += 1
             self.log.info("%s: %s; redoing the batch unit by unit", self.name, exc)
             self.resync(exc.stream)
-        except PermanentStoreError as exc:
+        except PERMANENT as exc:
             self.log.warning(
                 "%s: the store rejected the batch (%s); redoing it unit by unit",
                 self.name,
@@ -332,7 +332,7 @@ class Processor(abc.ABC):
                 self.resync(exc.stream)
                 # Jitter, so competing writers do not collide again in lockstep.
                 self.context.stop.wait(self._random.uniform(0, 0.002 * 2**attempt))
-            except PermanentStoreError as exc:
+            except PERMANENT as exc:
                 if source is None:
                     raise
                 reason = f"the store rejected what it led to: {describe(exc)}"
@@ -344,9 +344,32 @@ class Processor(abc.ABC):
     def commit(self, outcome: Outcome) -> None:
         """Write ``outcome``'s appends and checkpoint: one transaction where possible.
 
-        Raises :class:`~decider.stores.errors.WrongExpectedVersion` if an append's check fails
-        (on a transactional store nothing is written then).
+        A transient store failure (:class:`~decider.stores.errors.StoreUnavailable`) is counted,
+        logged and the same write retried with back-off (0.1 s doubling to 5 s) until it
+        succeeds or the service stops: what was decided (a handler's results) is kept, not
+        decided again. Raises :class:`~decider.stores.errors.WrongExpectedVersion` if an
+        append's check fails (on a transactional store nothing is written then).
         """
+        backoff = 0.1
+        while True:
+            try:
+                self._write(outcome)
+                return
+            except StoreUnavailable as exc:
+                if self.context.stop.is_set():
+                    raise
+                self.errors.append(exc)
+                self.log.warning(
+                    "%s: the store is unavailable (%s); retrying the commit in %.1fs",
+                    self.name,
+                    describe(exc),
+                    backoff,
+                )
+                if self.context.stop.wait(backoff):
+                    raise
+                backoff = min(backoff * 2, 5.0)
+
+    def _write(self, outcome: Outcome) -> None:
         store = self.context.store
         appends, position = outcome.appends, outcome.position
         if appends and self._transactional:

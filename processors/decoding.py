@@ -40,11 +40,17 @@ def decode_metadata(codec: Codec, record: RecordedEvent) -> Metadata:
 
 
 def input_metadata(codec: Codec, record: RecordedEvent) -> Metadata:
-    """The metadata of an input: as :func:`decode_metadata`, but an event stored with none
-    (written by another system) gets its event id as message id."""
+    """The metadata of an input as stored (``recorded_at`` only if it holds one); an event
+    stored with none (written by another system) gets its event id as message id.
+
+    Raises :class:`CorruptEvent` naming the stream and revision when it cannot be decoded.
+    """
     if not record.metadata:
-        return Metadata(message_id=str(record.id), recorded_at=record.recorded_at)
-    return decode_metadata(codec, record)
+        return Metadata(message_id=str(record.id))
+    try:
+        return codec.decode_metadata(record.metadata)
+    except DecodeError as exc:
+        raise CorruptEvent(record.stream, record.revision, str(exc)) from exc
 
 
 def decode_event(codec: Codec, record: RecordedEvent) -> WorkflowEvent[Any, Any]:

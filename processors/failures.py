@@ -5,7 +5,8 @@ Every processor goes through it (see :class:`~decider.processors.base.Processor`
 - **skip**: the data cannot be handled. Any exception raised while decoding an input, routing
   it, deciding on it (user code, ``SystemExit`` included), building a stream name from it, or
   a permanent store rejection (:class:`~decider.stores.errors.PermanentStoreError`,
-  :class:`~decider.stores.errors.CorruptEvent`) of what was built from it. The input is
+  :class:`~decider.stores.errors.StreamDeleted`, :class:`~decider.stores.errors.CorruptEvent`)
+  of what was built from it. The input is
   recorded in the processor's skipped stream with the reason, and the processor moves on.
 - **retry**: a transient store failure (:class:`~decider.stores.errors.StoreUnavailable`:
   connection lost, busy, read-only, disk full). The processor waits with exponential back-off
@@ -33,9 +34,13 @@ from decider.stores.errors import (
     PermanentStoreError,
     StoreError,
     StoreUnavailable,
+    StreamDeleted,
 )
 
 T = TypeVar("T")
+
+PERMANENT = (PermanentStoreError, StreamDeleted)
+"""The store errors that retrying the same write (or read) cannot mend."""
 
 
 class Failure(enum.Enum):
@@ -66,7 +71,7 @@ def classify(exc: BaseException, *, handling_input: bool) -> Failure:
         return Failure.INTERRUPT
     if isinstance(exc, StoreUnavailable):
         return Failure.RETRY
-    if isinstance(exc, PermanentStoreError | CorruptEvent | InvalidStreamName):
+    if isinstance(exc, (*PERMANENT, CorruptEvent, InvalidStreamName)):
         return Failure.SKIP if handling_input else Failure.RESUME
     if isinstance(exc, StoreError):
         return Failure.RESUME  # a conflict or deleted stream: not the input's fault

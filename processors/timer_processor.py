@@ -145,11 +145,11 @@ class TimerProcessor(Processor):
         try:
             timer = decoding.decode_timer(codec, event)
             metadata = decoding.input_metadata(codec, event)
+            recorded_at = metadata.recorded_at or event.recorded_at
         except CorruptEvent as exc:
             raise Skip(f"not a valid Scheduled event: {exc.reason}") from exc
-        assert metadata.recorded_at is not None  # filled in from the store
         try:
-            due = metadata.recorded_at + timer.after
+            due = recorded_at + timer.after
         except OverflowError as exc:
             reason = f"not a valid Scheduled event: its due time is out of range ({exc})"
             raise Skip(reason) from exc

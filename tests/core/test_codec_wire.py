@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
@@ -72,7 +73,7 @@ def test_a_bad_timer_is_a_decode_error(type_name: str, data: bytes, reason: str)
 
 def test_deeply_nested_json_is_a_decode_error_everywhere() -> None:
     scheduled = b'{"after": 1, "message": ' + DEEP + b"}"
-    calls = [
+    calls: list[Callable[[], object]] = [
         lambda: CODEC.decode_message("orders.PaymentTimedOut", DEEP),
         lambda: CODEC.decode_event("Sent:orders.PaymentTimedOut", DEEP),
         lambda: CODEC.decode_event("Scheduled:orders.PaymentTimedOut", scheduled),
@@ -89,12 +90,13 @@ def test_deeply_nested_json_is_a_decode_error_everywhere() -> None:
 def test_no_bytes_make_a_decode_raise_anything_but_decode_error(
     data: bytes, metadata: bytes, name: str
 ) -> None:
-    for call in (
+    calls: list[Callable[[], object]] = [
         lambda: CODEC.decode_message(name, data),
         lambda: CODEC.decode_event(f"Sent:{name}", data),
         lambda: CODEC.decode_timer(f"Scheduled:{name}", data),
         lambda: CODEC.decode_metadata(metadata),
-    ):
+    ]
+    for call in calls:
         try:
             call()
         except DecodeError as exc:

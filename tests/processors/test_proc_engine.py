@@ -11,26 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from decider import Metadata, Workflow, event_id
-from decider.processors import (
-    App,
-    ConflictsExhausted,
-    RetryPolicy,
-    Service,
-    SystemClock,
-    list_parked,
-)
-from decider.processors.base import Context
-from decider.processors.clock import Signal
-from decider.processors.errors import ProcessorDied
-from decider.processors.failures import ErrorLog
-from decider.processors.messages import InputSkipped
-from decider.processors.workflow_processor import WorkflowProcessor
-from decider.stores.errors import PermanentStoreError, WrongExpectedVersion
-from decider.stores.protocol import ANY, EventStore, NewEvent, StreamAppend
-from tests.processors.conftest import open_store
-from tests.processors.proc_support import (
+from conftest import open_store
+from proc_support import (
     Added,
     DoWork,
     JobRequested,
@@ -40,6 +22,31 @@ from tests.processors.proc_support import (
     tally_decide,
     tally_route,
 )
+
+from decider import Metadata, Workflow, event_id
+from decider.processors import (
+    App,
+    ConflictsExhausted,
+    RetryPolicy,
+    Service,
+    SystemClock,
+    list_parked,
+    status,
+)
+from decider.processors.base import Context
+from decider.processors.clock import Signal
+from decider.processors.errors import ProcessorDied
+from decider.processors.failures import ErrorLog
+from decider.processors.messages import InputSkipped
+from decider.processors.workflow_processor import WorkflowProcessor
+from decider.stores.errors import (
+    PermanentStoreError,
+    StoreUnavailable,
+    StreamDeleted,
+    WrongExpectedVersion,
+)
+from decider.stores.memory import MemoryEventStore
+from decider.stores.protocol import ANY, EventStore, NewEvent, StreamAppend
 
 FAST = RetryPolicy(max_attempts=2, initial_delay=0.001, max_delay=0.001)
 
@@ -119,12 +126,17 @@ def test_conflicts_exhausted_names_the_instance_stream(store: EventStore) -> Non
     assert processor.conflicts == 6  # the batch, then five tries of the one input
 
 
-def test_a_permanent_store_rejection_skips_only_the_input_it_came_from(store: EventStore) -> None:
+@pytest.mark.parametrize("permanent", [PermanentStoreError, StreamDeleted])
+def test_a_permanent_store_rejection_skips_only_the_input_it_came_from(
+    store: EventStore, permanent: type[Exception]
+) -> None:
     app = tally_app("permanent")
     for tally_id in ("a", "reject", "b"):
         app.publish(store, Added(tally_id=tally_id, amount=1), "inputs")
 
     def rejected(stream: str) -> Exception:
+        if permanent is StreamDeleted:
+            return StreamDeleted(stream)
         return PermanentStoreError(f"the index cannot hold {stream!r}")
 
     rejecting: Any = Rejecting(store, lambda s: s == "Tally-reject", rejected)
@@ -241,3 +253,45 @@ def test_a_processor_thread_that_ends_stops_the_service_with_an_error(
     assert service.failure is not None and "dies.workflow.Tally" in str(service.failure)
     with contextlib.suppress(TimeoutError):
         service.stop()
+
+
+def test_a_store_outage_at_commit_keeps_the_handler_results_instead_of_running_it_again() -> None:
+    store = MemoryEventStore()
+    app, calls = job_app("outage", retry=FAST)
+    original, failures = store.append_batch, list[int]()
+
+    def flaky(appends: Any, checkpoint: Any = None) -> Any:
+        if len(failures) < 3 and any(a.stream.startswith("do_work-") for a in appends):
+            failures.append(1)
+            raise StoreUnavailable("read-only for a while")
+        return original(appends, checkpoint)
+
+    store.append_batch = flaky  # type: ignore[method-assign]
+    app.publish(store, JobRequested(job_id="j", action="ok"), "jobs")
+    with Service(app, store) as service:
+        assert service.wait_until(
+            lambda: any(s.status.value == "completed" for s in status(store, app)), 30
+        )
+        assert service.error_count == 3
+    assert calls["j"] == 1  # the handler ran once; its results waited for the store
+
+
+def test_an_instance_stream_nested_too_deeply_skips_its_input(store: EventStore) -> None:
+    app = tally_app("deep")
+    deep = b'{"tally_id": "t", "amount": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    metadata = app.codec.encode_metadata(Metadata(message_id="m0", causation_id="c0"))
+    store.append(
+        "Tally-t",
+        [NewEvent(event_id("Tally-t", "c0", 0), "InitiatedBy:ptest.Added", deep, metadata)],
+        ANY,
+    )
+    app.publish(store, Added(tally_id="t", amount=1), "inputs")
+    app.publish(store, Added(tally_id="u", amount=1), "inputs")
+    with Service(app, store) as service:
+        name = f"{app.name}.workflow.Tally"
+        assert service.wait_until(lambda: len(skipped(store, name)) == 1, 30)
+        assert service.wait_idle(30)
+        assert service.errors == []
+    (record,) = skipped(store, name)
+    assert "cannot be folded" in record.reason and "nested too deeply" in record.reason
+    assert len(store.read_stream("Tally-u")) == 2

@@ -19,8 +19,21 @@ from typing import Any
 
 import attrs
 import pytest
+from conftest import open_store
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from proc_support import (
+    Added,
+    Closed,
+    JobRequested,
+    Reminded,
+    RemindMe,
+    job,
+    reminder,
+    tally,
+    tally_route,
+)
+from proc_support import job_app as _job_app
 
 from decider import Lifecycle, event_id
 from decider.processors import (
@@ -33,19 +46,6 @@ from decider.processors import (
     status,
 )
 from decider.stores.protocol import ANY, EventStore, NewEvent
-from tests.processors.conftest import open_store
-from tests.processors.proc_support import (
-    Added,
-    Closed,
-    JobRequested,
-    Reminded,
-    RemindMe,
-    job,
-    reminder,
-    tally,
-    tally_route,
-)
-from tests.processors.proc_support import job_app as _job_app
 
 DEEP = "[" * 100_000 + "]" * 100_000
 BAD_JSON = [b"{bad", b"", b"[1, 2]", b"null", b'"text"', b"\xff\xfe{}", DEEP.encode()]

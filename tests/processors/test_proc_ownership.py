@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import itertools
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -126,7 +127,7 @@ def test_the_stores_import_nothing_of_the_pure_core(path: Path) -> None:
 
 @given(instance_id=st.text(min_size=1, max_size=40).filter(lambda s: "\x00" not in s))
 def test_instance_streams_are_named_as_the_core_names_them(instance_id: str) -> None:
-    workflow = Workflow("Order", 0, lambda s, e: s, lambda i, s: [])
+    workflow: Workflow[Any, int, Any] = Workflow("Order", 0, lambda s, e: s, lambda i, s: [])
     try:
         built = streams.instance_stream("Order", instance_id)
     except ValueError:

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from proc_support import Added, DoWork, JobRequested, tally, tally_app
 
 from decider import Metadata, Workflow
 from decider.processors import App, AppDefinitionError
-from tests.processors.proc_support import Added, DoWork, JobRequested, tally, tally_app
 
 
 def _workflow(name: str) -> Workflow[Any, Any, Any]:
@@ -38,7 +38,7 @@ def test_a_handler_that_cannot_take_command_and_command_id_is_refused() -> None:
         return []
 
     with pytest.raises(AppDefinitionError, match=r"handler 'work'.*command, command_id"):
-        app.add_handler(DoWork, work)
+        app.add_handler(DoWork, work)  # type: ignore[arg-type]
     with pytest.raises(AppDefinitionError, match="not callable"):
         app.add_handler(DoWork, "work", name="work")  # type: ignore[arg-type]
     assert app.handlers == {}

@@ -86,7 +86,8 @@ def test_a_timer_firer_failing_before_the_reader_subscribes_ends_the_reader(
         assert service.wait_until(lambda: sum(counts(store, "timer-").values()) == 1, 30)
         assert service.wait_idle(30)
     # The restarted firer stores its first checkpoint at once (the reader has not loaded it
-    # yet); make that fail once, and hold the reader until the firing thread has ended.
+    # yet); make that fail once (an unexpected error), and hold the reader until the firing
+    # thread has ended.
     save, load = store.save_checkpoint, store.load_checkpoint  # type: ignore[attr-defined]
     subscribe = store.subscribe
     firer_failed = threading.Event()
@@ -96,7 +97,8 @@ def test_a_timer_firer_failing_before_the_reader_subscribes_ends_the_reader(
     def failing_save(name: str, position: int) -> None:
         if name.endswith(".timers") and not firer_failed.is_set():
             firer_failed.set()
-            raise StoreUnavailable("injected outage saving the timers' checkpoint")
+            # Not a StoreUnavailable: the engine retries those in place; a bug ends the firer.
+            raise RuntimeError("injected bug saving the timers' checkpoint")
         save(name, position)
 
     def late_load(name: str) -> int | None:
