@@ -88,6 +88,9 @@ class CommandProcessor(Processor):
         self.carried_out = 0
         self.parked_by_handler: collections.Counter[str] = collections.Counter()
         self._concluded_mark: int | None = None
+        self._uncommitted: dict[int, list[StreamAppend]] = {}
+        """Outcomes whose commit failed (the store was down), by position: the next
+        subscription life commits them instead of carrying the commands out again."""
 
     @property
     def parked(self) -> int:
@@ -206,6 +209,10 @@ class CommandProcessor(Processor):
             if self.context.stop.is_set():
                 return  # the rest is left to the next run
             entry = self.marks.add(event.position)
+            kept = self._uncommitted.pop(event.position, None)
+            if kept is not None:
+                self.marks.conclude(entry, kept)
+                continue
             draft = Outcome()
             started = self.step(
                 event, draft, functools.partial(self._carry_out, entry=entry, draft=draft)
@@ -228,7 +235,11 @@ class CommandProcessor(Processor):
         moved = taken.mark is not None and taken.mark != self.committed
         if not taken.appends and not moved:
             return
-        self.settle(Outcome(taken.appends, taken.mark if moved else None))
+        try:
+            self.settle(Outcome(taken.appends, taken.mark if moved else None))
+        except BaseException:
+            self._uncommitted.update(taken.outcomes)
+            raise
         if (
             taken.beyond is not None
             and self._transactional

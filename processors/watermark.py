@@ -31,11 +31,13 @@ class Entry:
 @attrs.frozen
 class Taken:
     """What concluded since the last take: the appends to commit, the new mark (``None``: it
-    did not move), and the last position among them past the mark (``None``: none)."""
+    did not move), the last position among them past the mark (``None``: none), and each
+    position's appends (to keep if the commit fails)."""
 
     appends: list[StreamAppend]
     mark: int | None
     beyond: int | None
+    outcomes: dict[int, list[StreamAppend]] = attrs.Factory(dict)
 
 
 class Watermark:
@@ -98,9 +100,10 @@ class Watermark:
             (e.position for e in fresh if e.appends and (mark is None or e.position > mark)),
             default=None,
         )
+        outcomes = {entry.position: entry.appends for entry in fresh if entry.appends}
         for entry in fresh:
             entry.appends = []
-        return Taken(appends, mark, beyond)
+        return Taken(appends, mark, beyond, outcomes)
 
     def reset(self) -> None:
         """Forget every entry (a new subscription life dispatches them again)."""
