@@ -13,6 +13,8 @@
   started again until every fine is issued. Handler calls (counted in an append-only file)
   per command committed. Before the pool, with a kill every 3 s, no result was ever committed
   (issue 11: 583-665 calls for 0 results).
+- **6e the pool alone**: the same 20 ms sync calls through :class:`CommandPool` with no store,
+  workflow or commit (pool 16 and 64): where the pool itself stops scaling, against the ideal.
 - **6d instant handlers, old and new**: figure 5's SQLite run (instant handlers) with the
   code before the pool (git commit :data:`OLD_REF`, unpacked with ``git archive``) and with
   this tree, one after the other. Target >= 0.9x (no slower, within noise).
@@ -25,11 +27,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import os
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -38,6 +42,9 @@ from typing import Any
 from benchmarks.end_to_end import RunFailed, run_in_child
 from benchmarks.harness import Figure, Pending, Result, Target
 from decider.processors import App, RetryPolicy, Service
+from decider.processors.app import HandlerRegistration
+from decider.processors.clock import SystemClock
+from decider.processors.pool import CommandPool, Job
 from decider.stores import CaughtUp, Filter
 from decider.stores.sqlite import SqliteEventStore
 from samples.traffic_fine import app as sample
@@ -341,12 +348,48 @@ def _old_e2e(n: int, timeout: float) -> dict[str, Any]:
     return result
 
 
+def _pool_alone(size: int, jobs: int) -> Result:
+    """Figure 6e: ``jobs`` 20 ms sleeps through a pool of ``size``, nothing else."""
+
+    def sleep(command: object, command_id: str) -> list[object]:
+        time.sleep(DELAY)
+        return []
+
+    registration = HandlerRegistration("bench", "sleep", sleep, RetryPolicy())
+    pool = CommandPool("bench", size, SystemClock(), logging.getLogger("bench"))
+    pool.start(needs_loop=False)
+    done = threading.Semaphore(0)
+    start = time.perf_counter()
+    try:
+        for index in range(jobs):
+            pool.submit(Job(f"k{index}", registration, None, str(index), lambda _: done.release()))
+        for _ in range(jobs):
+            done.acquire()
+        seconds = time.perf_counter() - start
+    finally:
+        pool.close()
+    ideal = size / DELAY
+    return Figure(
+        key=f"pool_alone_{size}",
+        title=f"6e. the pool alone, 20 ms sync calls, pool {size}",
+        unit="calls/s",
+        rate=jobs / seconds,
+        baseline="ideal = pool size / 0.02 s",
+        baseline_rate=ideal,
+        ratio=jobs / seconds / ideal,
+        ratio_is="calls/s / ideal (higher is better)",
+        target=Target(">=", 0.7),
+        note=f"{jobs} calls in {seconds:.2f}s, no store",
+    )
+
+
 def measure(
     sizes: dict[int, int],
     hol_n: int,
     crash_n: int,
     instant_n: int,
     timeout: float,
+    per_worker: int,
     progress: Callable[[str], None] | None = None,
 ) -> list[Result]:
     """Figures 6a-6d; ``sizes``: workflows per pool size for 6a."""
@@ -384,6 +427,7 @@ def measure(
                     extra=run,
                 )
             )
+    results.extend(_pool_alone(size, size * per_worker) for size in (16, 64))
     results.append(_head_of_line(hol_n, timeout, say))
     results.append(_crash(crash_n, say))
     results.append(_instant(instant_n, timeout, say))

@@ -54,6 +54,8 @@ class Sizes:
     pool_hol: int = 0
     pool_crash: int = 0
     pool_instant: int = 0
+    pool_per_worker: int = 10
+    """Figure 6e: calls per worker."""
 
 
 QUICK = Sizes(
@@ -99,6 +101,7 @@ FULL = Sizes(
     pool_hol=400,
     pool_crash=300,
     pool_instant=1_000,
+    pool_per_worker=50,
 )
 """The sizes the targets are stated for."""
 
@@ -245,6 +248,7 @@ def _run_group(
                 sizes.pool_crash,
                 sizes.pool_instant,
                 sizes.e2e_timeout,
+                sizes.pool_per_worker,
                 say,
             )
 

@@ -48,6 +48,8 @@ EXPECTED_KEYS = {
     "e2e_esdb_100",
     "e2e_postgres_100",
     *(f"pool_{kind}_{size}" for kind in ("sync", "async") for size in (1, 4, 16, 64)),
+    "pool_alone_16",
+    "pool_alone_64",
     "pool_head_of_line",
     "pool_crash",
     "pool_instant",
