@@ -131,13 +131,13 @@ class CommandPool:
     def start(self, needs_loop: bool) -> None:
         """Start the workers, the timekeeper and the watchdog (and the event loop if asked)."""
         if needs_loop:
-            self._loop = EventLoop(f"decider:{self.name}:loop")
+            self._loop = EventLoop(f"decider {self.name} loop")
             self._loop.start()
         for _ in range(self.size):
             self._add_worker()
         for target, role in ((self._keep_time, "backoff"), (self._watch, "watchdog")):
             thread = threading.Thread(
-                target=target, name=f"decider:{self.name}:{role}", daemon=True
+                target=target, name=f"decider {self.name} {role}", daemon=True
             )
             thread.start()
             self._threads.append(thread)
@@ -164,7 +164,7 @@ class CommandPool:
         worker = _Worker()
         self._workers.append(worker)
         thread = threading.Thread(
-            target=self._work, args=(worker,), name=f"decider:{self.name}:worker", daemon=True
+            target=self._work, args=(worker,), name=f"decider {self.name} worker", daemon=True
         )
         thread.start()
 
