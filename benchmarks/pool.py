@@ -16,8 +16,8 @@
 - **6e the pool alone**: the same 20 ms sync calls through :class:`CommandPool` with no store,
   workflow or commit (pool 16 and 64): where the pool itself stops scaling, against the ideal.
 - **6d instant handlers, old and new**: figure 5's SQLite run (instant handlers) with the
-  code before the pool (git commit :data:`OLD_REF`, unpacked with ``git archive``) and with
-  this tree, one after the other. Target >= 0.9x (no slower, within noise).
+  code before the pool and with this tree, one after the other
+  (:mod:`benchmarks.pool_instant`). Target >= 0.9x (no slower, within noise).
 
 Every run is a fresh Python process (:func:`run_child`), so runs share no GIL and no cache.
 """
@@ -39,8 +39,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.end_to_end import RunFailed, run_in_child
+from benchmarks.end_to_end import RunFailed
 from benchmarks.harness import Figure, Pending, Result, Target
+from benchmarks.pool_instant import instant
 from decider.processors import App, RetryPolicy, Service
 from decider.processors.app import HandlerRegistration
 from decider.processors.clock import SystemClock
@@ -56,9 +57,6 @@ from samples.traffic_fine.messages import (
     SpeedingViolation,
 )
 from samples.traffic_fine.workflow import workflow
-
-OLD_REF = "77de7f9"
-"""The commit before the pool (the engine refactor), measured by figure 6d."""
 
 DELAY = 0.02
 """What one "I/O-bound" handler call takes."""
@@ -296,58 +294,6 @@ def _wait_issued(store: SqliteEventStore, n: int, seconds: float) -> bool:
     return len(store.read_stream(sample.ISSUED_STREAM)) >= n
 
 
-def _old_tree(directory: Path) -> Path | None:
-    """The code of :data:`OLD_REF`, unpacked into ``directory``; ``None`` if git cannot."""
-    try:
-        archive = subprocess.run(
-            ["git", "archive", OLD_REF], cwd=_ROOT, capture_output=True, check=True, timeout=60
-        )
-        subprocess.run(
-            ["tar", "-x", "-C", str(directory)], input=archive.stdout, check=True, timeout=60
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return directory
-
-
-def _old_e2e(n: int, timeout: float) -> dict[str, Any]:
-    """Figure 5's SQLite run on the code of :data:`OLD_REF`."""
-    with tempfile.TemporaryDirectory(prefix="decider-old-") as name:
-        (Path(name) / "tree").mkdir()
-        tree = _old_tree(Path(name) / "tree")
-        if tree is None:
-            raise RunFailed(f"git archive {OLD_REF} failed (not a git checkout?)")
-        env = dict(os.environ)
-        env["PYTHONPATH"] = str(tree)
-        (Path(name) / "run").mkdir()
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "benchmarks.end_to_end",
-                "--store",
-                "sqlite",
-                "--n",
-                str(n),
-                "--dir",
-                str(Path(name) / "run"),
-                "--timeout",
-                str(timeout),
-            ],
-            capture_output=True,
-            text=True,
-            cwd=tree,
-            env=env,
-            timeout=timeout + 60,
-            check=False,
-        )
-    lines = done.stdout.strip().splitlines()
-    if done.returncode != 0 or not lines:
-        raise RunFailed(f"old e2e: status {done.returncode}: {done.stderr[-1500:]}")
-    result: dict[str, Any] = json.loads(lines[-1])
-    return result
-
-
 def _pool_alone(size: int, jobs: int) -> Result:
     """Figure 6e: ``jobs`` 20 ms sleeps through a pool of ``size``, nothing else."""
 
@@ -430,7 +376,7 @@ def measure(
     results.extend(_pool_alone(size, size * per_worker) for size in (16, 64))
     results.append(_head_of_line(hol_n, timeout, say))
     results.append(_crash(crash_n, say))
-    results.append(_instant(instant_n, timeout, say))
+    results.append(instant(instant_n, timeout, say))
     return results
 
 
@@ -487,30 +433,6 @@ def _crash(n: int, say: Callable[[str], None]) -> Result:
         target=Target("<=", 1.1),
         note=f"N={n} workflows, pool 1, 20 ms sync handlers, {run['kills']} kills",
         extra=run,
-    )
-
-
-def _instant(n: int, timeout: float, say: Callable[[str], None]) -> Result:
-    title = f"6d. instant handlers: new vs before the pool ({OLD_REF}), N={n}"
-    try:
-        old = _old_e2e(n, timeout)
-        new = run_in_child("sqlite", n, timeout)
-    except RunFailed as exc:
-        return Pending("pool_instant", title, f"failed: {exc}")
-    ratio = new["workflows_per_s"] / old["workflows_per_s"]
-    say(f"  {title}: {ratio:.2f}x")
-    return Figure(
-        key="pool_instant",
-        title=title,
-        unit="workflows/s",
-        rate=new["workflows_per_s"],
-        baseline=f"the same run on commit {OLD_REF}",
-        baseline_rate=old["workflows_per_s"],
-        ratio=ratio,
-        ratio_is="new / old workflows/s (higher is better)",
-        target=Target(">=", 0.9),
-        note=f"figure 5's SQLite run; new {new['seconds']:.2f}s, old {old['seconds']:.2f}s",
-        extra={"old": old, "new": new},
     )
 
 
