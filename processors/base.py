@@ -175,9 +175,13 @@ class Processor(abc.ABC):
         self.log.info("%s starting after position %s", self.name, self.committed)
         try:
             while not self.context.stop.is_set():
-                item = subscription.poll(None)
+                timeout = self.poll_timeout()
+                item = subscription.poll(timeout)
                 if item is None:
-                    return
+                    if timeout is None or subscription.stopped:
+                        return
+                    self.tick()
+                    continue
                 batch: list[RecordedEvent] = []
                 while item is not None:
                     if isinstance(item, CaughtUp):
@@ -212,6 +216,14 @@ class Processor(abc.ABC):
     def idle_position(self) -> int | None:
         """The position up to which this processor has nothing left to do."""
         return self.committed
+
+    def poll_timeout(self) -> float | None:
+        """How long to wait for the next input before :meth:`tick` (``None``: until one comes)."""
+        return None
+
+    def tick(self) -> None:  # noqa: B027 (a hook: most processors wait for inputs only)
+        """Called when no input came within :meth:`poll_timeout`: commit work concluded since
+        (a policy whose work concludes off the processor's thread)."""
 
     def has_due_work(self) -> bool:
         """Whether work is in hand that does not show in the store (a due timer)."""

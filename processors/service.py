@@ -28,6 +28,7 @@ from decider.processors.base import LOGGER, Context, Processor
 from decider.processors.clock import Clock, Signal, SystemClock
 from decider.processors.command_processor import CommandProcessor
 from decider.processors.errors import ProcessorDied
+from decider.processors.pool import HandlerLoad
 from decider.processors.timer_processor import TimerProcessor
 from decider.processors.workflow_processor import WorkflowProcessor
 from decider.stores.protocol import CheckpointStore, EventStore
@@ -123,9 +124,15 @@ class Service:
     def stop(self, timeout: float = 30.0) -> None:
         """Stop gracefully: each processor finishes its batch in hand and stores its checkpoint.
 
-        Raises :class:`TimeoutError` if a thread is still running after ``timeout`` seconds (a
-        handler that does not return).
+        Handler calls in hand get up to half of ``timeout`` (at most
+        :data:`~decider.processors.command_processor.STOP_GRACE`) to return; a command whose
+        call did not is carried out again on the next start (the checkpoint never passed it).
+        Raises :class:`TimeoutError` if a processor's thread is still running after ``timeout``
+        seconds.
         """
+        for processor in self.processors:
+            if isinstance(processor, CommandProcessor):
+                processor.stop_grace = min(processor.stop_grace, timeout / 2)
         self._stop.set()
         for processor in self.processors:
             processor.stop()
@@ -185,6 +192,14 @@ class Service:
     def error_count(self) -> int:
         """How many unexpected errors the processors met in all (kept or not)."""
         return sum(p.errors.count for p in self.processors)
+
+    def handler_load(self) -> list[HandlerLoad]:
+        """Each handler's commands now: in flight, backing off, queued, and parked by this
+        run (empty before :meth:`start`)."""
+        for processor in self.processors:
+            if isinstance(processor, CommandProcessor):
+                return processor.load()
+        return []
 
     def processor(self, name_suffix: str) -> Processor:
         """The running processor whose name ends with ``name_suffix`` (e.g. ``"commands"``)."""

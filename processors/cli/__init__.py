@@ -56,6 +56,7 @@ from decider.processors.cli.running import EarlySignals, Heartbeat, run_service
 from decider.processors.cli.views import instance_lines, parked_lines, status_lines
 from decider.processors.console.cli import add_commands as add_console_commands
 from decider.processors.errors import NotParked
+from decider.processors.handler_status import handler_lines, handler_status
 from decider.processors.queries import list_parked, retry_parked, show, status
 from decider.processors.replay_check import replay_stored
 from decider.processors.service import Service
@@ -268,6 +269,7 @@ def _status(args: argparse.Namespace) -> int:
             emit_json(status_document(app, instances, parked))
         else:
             emit(status_lines(app, instances, parked, args.limit))
+            emit(handler_lines(handler_status(store, app)))
     return 0
 
 
