@@ -14,11 +14,19 @@ from datetime import UTC, datetime, timedelta
 import attrs
 
 from decider import Lifecycle
+from decider.codec import lifecycle_of_type
 from decider.processors.app import App, WorkflowRegistration
 from decider.stores.protocol import EventStore, Filter, RecordedEvent
 
 _PAGE = 1000
-_LIFECYCLES = {member.value: member for member in Lifecycle}
+
+__all__ = [
+    "InstancePage",
+    "InstanceQuery",
+    "InstanceSummary",
+    "lifecycle_of_type",
+    "list_instances",
+]
 
 
 @attrs.frozen
@@ -92,22 +100,6 @@ class _Seen:
     events: int
     first_position: int
     last_position: int
-
-
-def lifecycle_of_type(type_name: str) -> Lifecycle | None:
-    """The status a lifecycle event's stored type starts (``None``: not a lifecycle event).
-
-    ``Began`` is running; a terminal event's type is its status's name (``Completed``, and the
-    ones to come, ``Failed`` and ``Cancelled``).
-
-    >>> lifecycle_of_type("Completed"), lifecycle_of_type("Sent:fines.Pay")
-    (<Lifecycle.COMPLETED: 'completed'>, None)
-    """
-    if type_name == "Began":
-        return Lifecycle.RUNNING
-    if ":" in type_name:
-        return None
-    return _LIFECYCLES.get(type_name.lower())
 
 
 def list_instances(

@@ -30,7 +30,7 @@ TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 FORMATS = ("text", "json")
 """The values of ``--log-format``."""
 
-_HANDLER = "decider-stderr"
+_HANDLER = "decider.stderr"
 _STANDARD = set(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "taskName"}
 
 

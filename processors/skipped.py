@@ -25,12 +25,13 @@ is a new skip record, which can be re-driven in its turn.
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 
 import attrs
 
 from decider import Envelope, Metadata, event_id, message
+from decider.codec import COMMAND_KINDS, parse_type
+from decider.processors import streams
 from decider.processors.app import App
 from decider.processors.messages import InputSkipped, ParkedCommandRetried
 from decider.processors.streams import parked_stream
@@ -44,10 +45,9 @@ from decider.stores.protocol import (
     TransactionalStore,
 )
 
-SKIPPED_PREFIX = "decider-skipped-"
+SKIPPED_PREFIX = streams.skipped_prefix()
 """What every skipped-inputs stream's name starts with (then the processor's name)."""
 
-_COMMAND_KINDS = ("Sent", "Published", "Replied")
 _PAGE = 1000
 
 
@@ -110,7 +110,11 @@ def list_skipped(
     store: EventStore, app: App, processor: str | None = None, *, pending_only: bool = False
 ) -> list[SkippedInput]:
     """The skip records of ``app``'s processors (or of one), in the order they were made."""
-    prefix = f"{SKIPPED_PREFIX}{processor or app.name + '.'}"
+    prefix = (
+        streams.skipped_stream(processor)
+        if processor is not None
+        else streams.skipped_prefix(app.name)
+    )
     records: dict[str, SkippedInput] = {}
     flt = Filter(stream_prefixes=(prefix,))
     after: int | None = None
@@ -167,21 +171,21 @@ def redrive(store: EventStore, app: App, skipped: SkippedInput) -> Redriven:
             f"event {skipped.event_id} is not at {skipped.stream}@{skipped.revision} any more"
         )
     ledger = parked_stream(app.name)
-    kind = source.type.partition(":")[0] if ":" in source.type else ""
+    kind, message_type = parse_type(source.type)
     if app.workflow_of_stream(source.stream) is not None:
-        if kind not in _COMMAND_KINDS:
+        if kind not in COMMAND_KINDS:
             raise NotRedrivable(
                 f"{source.type} at {source.stream}@{source.revision} is in an instance stream and "
                 f"cannot be appended again; reset {skipped.processor}'s checkpoint to before "
                 f"position {source.position} instead (decider reset)"
             )
-        new = _retry_request(app, ledger, skipped, source)
+        new = _retry_request(app, ledger, skipped, source, message_type)
         how = "retry"
     else:
         new = _copy(app, ledger, skipped, source)
         how = "copy"
     target = ledger if how == "retry" else source.stream
-    marker_stream = f"{SKIPPED_PREFIX}{skipped.processor}"
+    marker_stream = streams.skipped_stream(skipped.processor)
     marker = _encode(
         app,
         marker_stream,
@@ -203,17 +207,17 @@ def _copy(app: App, ledger: str, skipped: SkippedInput, source: RecordedEvent) -
     if source.stream == ledger or not metadata:
         # A request gets a fresh message id (a new round); an input without metadata keeps
         # the id it was handled under, its event id.
-        doc = _metadata_doc(metadata)
         message_id = str(new_id) if source.stream == ledger else str(source.id)
-        doc.update(message_id=message_id, causation_id=str(source.id))
-        metadata = json.dumps(doc, separators=(",", ":")).encode()
+        metadata = app.codec.with_ids(metadata, message_id, str(source.id))
     return NewEvent(new_id, source.type, source.data, metadata)
 
 
-def _retry_request(app: App, ledger: str, skipped: SkippedInput, source: RecordedEvent) -> NewEvent:
+def _retry_request(
+    app: App, ledger: str, skipped: SkippedInput, source: RecordedEvent, command_type: str
+) -> NewEvent:
     request = ParkedCommandRetried(
         command_id=str(source.id),
-        command_type=source.type.partition(":")[2],
+        command_type=command_type,
         stream=source.stream,
         revision=source.revision,
     )
@@ -227,14 +231,6 @@ def _encode(
     metadata = Metadata(message_id=str(new_id), causation_id=causation or cause)
     type_name, data, encoded = app.codec.encode_envelope(Envelope(payload, metadata))
     return NewEvent(new_id, type_name, data, encoded)
-
-
-def _metadata_doc(metadata: bytes) -> dict[str, object]:
-    try:
-        doc = json.loads(metadata) if metadata else {}
-    except ValueError:
-        return {}
-    return doc if isinstance(doc, dict) else {}
 
 
 def _skipped(record: RecordedEvent, skipped: InputSkipped) -> SkippedInput:

@@ -19,8 +19,8 @@ from datetime import UTC, datetime, timedelta
 import attrs
 
 from decider import Lifecycle
+from decider.codec import lifecycle_of_type
 from decider.processors.app import App, WorkflowRegistration
-from decider.processors.listing import lifecycle_of_type
 from decider.stores.protocol import EventStore, Filter
 
 _PAGE = 1000
