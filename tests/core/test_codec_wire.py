@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 from datetime import timedelta
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from decider import Codec, DecodeError, Scheduled
+from decider import Codec, DecodeError, Scheduled, WorkflowEvent
 from decider.codec import (
     COMMAND_KINDS,
     EVENT_KINDS,
@@ -107,7 +108,7 @@ def test_every_lifecycle_event_type_names_its_status() -> None:
     from decider import Began, Cancelled, Completed, Failed, Lifecycle
     from decider.codec import LIFECYCLE_TYPES, lifecycle_of_type
 
-    events = [Began(), Completed(), Failed("x"), Cancelled("y")]
+    events: list[WorkflowEvent[Any, Any]] = [Began(), Completed(), Failed("x"), Cancelled("y")]
     statuses = [lifecycle_of_type(CODEC.encode_event(e)[0]) for e in events]
     assert statuses == [
         Lifecycle.RUNNING,
