@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from hypothesis import given
