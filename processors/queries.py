@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 
 from decider import Envelope, Lifecycle, Metadata, WorkflowEvent, advance, event_id, start
-from decider.codec import COMPLETED
+from decider.codec import lifecycle_of_type
 from decider.processors import decoding, streams
 from decider.processors.app import App
 from decider.processors.errors import ConflictsExhausted, NotParked
@@ -103,7 +103,8 @@ def show(store: EventStore, app: App, stream: str) -> InstanceView:
 def status(store: EventStore, app: App, workflow: str | None = None) -> list[InstanceStatus]:
     """Every instance of ``app``'s workflows (or of one) with its status, by first appearance.
 
-    Reads only the ``Began`` and ``Completed`` events (nothing is decoded).
+    Reads only the lifecycle events (``Began`` and the terminal ones: ``Completed``,
+    ``Failed``, ``Cancelled``); nothing is decoded, the stored type names the status.
     """
     registrations = [r for name, r in app.workflows.items() if workflow is None or name == workflow]
     if not registrations:
@@ -115,8 +116,10 @@ def status(store: EventStore, app: App, workflow: str | None = None) -> list[Ins
         owner = app.workflow_of_stream(record.stream)
         if owner is None or owner.workflow.name not in wanted:
             continue
-        state = Lifecycle.COMPLETED if record.type == COMPLETED else Lifecycle.RUNNING
-        if found.get(record.stream) is None or state is Lifecycle.COMPLETED:
+        state = lifecycle_of_type(record.type)
+        if state is None:
+            continue
+        if found.get(record.stream) is None or state.terminal:
             found[record.stream] = InstanceStatus(record.stream, owner.workflow.name, state)
     return list(found.values())
 
