@@ -10,7 +10,6 @@ than :data:`HEARTBEAT_TTL` seconds means a service holds the checkpoints.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
@@ -28,6 +27,7 @@ from decider import (
 from decider.codec import lifecycle_of_type
 from decider.processors import streams
 from decider.processors.app import App
+from decider.processors.reading import read_all, read_stream
 from decider.processors.streams import cancel_stream
 from decider.stores.protocol import ANY, CheckpointStore, EventStore, NewEvent, RecordedEvent
 
@@ -62,8 +62,6 @@ __all__ = [
     "resolve_processor",
     "service_alive",
 ]
-
-_PAGE = 1000
 
 
 class OperationError(Exception):
@@ -162,7 +160,7 @@ def request_cancel(store: EventStore, app: App, instance_stream: str, reason: st
     registration = app.workflow_of_stream(instance_stream)
     if registration is None:
         raise OperationError(f"{instance_stream!r} is not the stream of a workflow of {app.name!r}")
-    status = _status(_read_stream(store, instance_stream))
+    status = _status(read_stream(store, instance_stream))
     if status is None:
         raise OperationError(f"instance {instance_stream!r} has no events")
     if status is not Lifecycle.RUNNING:
@@ -257,7 +255,7 @@ def service_alive(store: CheckpointStore, app: App, now: float | None = None) ->
 def position_before(store: EventStore, moment: datetime) -> int:
     """The position of the last event recorded before ``moment`` (0: there is none)."""
     found = 0
-    for record in _read_all(store):
+    for record in read_all(store):
         if record.recorded_at >= moment:
             break
         found = record.position
@@ -283,21 +281,3 @@ def reset_checkpoint(store: EventStore, app: App, processor: str, position: int)
     previous = store.load_checkpoint(processor)
     store.save_checkpoint(processor, position)
     return previous
-
-
-def _read_stream(store: EventStore, stream: str) -> list[RecordedEvent]:
-    events: list[RecordedEvent] = []
-    while page := store.read_stream(stream, len(events), _PAGE):
-        events.extend(page)
-        if len(page) < _PAGE:
-            break
-    return events
-
-
-def _read_all(store: EventStore) -> Iterator[RecordedEvent]:
-    after: int | None = None
-    while page := store.read_all(after, _PAGE):
-        yield from page
-        if len(page) < _PAGE:
-            return
-        after = page[-1].position

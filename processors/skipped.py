@@ -34,6 +34,7 @@ from decider.codec import COMMAND_KINDS, parse_type
 from decider.processors import streams
 from decider.processors.app import App
 from decider.processors.messages import InputSkipped, ParkedCommandRetried
+from decider.processors.reading import read_all
 from decider.processors.streams import parked_stream
 from decider.stores.protocol import (
     ANY,
@@ -47,8 +48,6 @@ from decider.stores.protocol import (
 
 SKIPPED_PREFIX = streams.skipped_prefix()
 """What every skipped-inputs stream's name starts with (then the processor's name)."""
-
-_PAGE = 1000
 
 
 @message("decider.InputRedriven")
@@ -79,6 +78,8 @@ class SkippedInput:
     event_id: str
     skipped_at: datetime
     redriven_as: str | None
+    redrivable: bool = True
+    """Whether :func:`redrive` can hand the event over again (see :func:`can_redrive`)."""
 
     def as_json(self) -> dict[str, object]:
         """The record as a JSON object."""
@@ -93,6 +94,7 @@ class SkippedInput:
             "event_id": self.event_id,
             "skipped_at": self.skipped_at.isoformat(),
             "redriven_as": self.redriven_as,
+            "redrivable": self.redrivable,
         }
 
 
@@ -116,35 +118,38 @@ def list_skipped(
         else streams.skipped_prefix(app.name)
     )
     records: dict[str, SkippedInput] = {}
-    flt = Filter(stream_prefixes=(prefix,))
-    after: int | None = None
-    while page := store.read_all(after, _PAGE, flt):
-        for record in page:
-            if processor is not None and record.stream != prefix:
-                continue
-            decoded = app.codec.decode_message(record.type, record.data)
-            if isinstance(decoded, InputSkipped):
-                records[str(record.id)] = _skipped(record, decoded)
-            elif isinstance(decoded, InputRedriven) and decoded.skip_id in records:
-                records[decoded.skip_id] = attrs.evolve(
-                    records[decoded.skip_id], redriven_as=decoded.event_id
-                )
-        if len(page) < _PAGE:
-            break
-        after = page[-1].position
+    for record in read_all(store, Filter(stream_prefixes=(prefix,))):
+        if processor is not None and record.stream != prefix:
+            continue
+        decoded = app.codec.decode_message(record.type, record.data)
+        if isinstance(decoded, InputSkipped):
+            records[str(record.id)] = _skipped(app, record, decoded)
+        elif isinstance(decoded, InputRedriven) and decoded.skip_id in records:
+            records[decoded.skip_id] = attrs.evolve(
+                records[decoded.skip_id], redriven_as=decoded.event_id
+            )
     found = list(records.values())
     return [s for s in found if s.redriven_as is None] if pending_only else found
 
 
-def find_skipped(store: EventStore, app: App, skip_id: str) -> SkippedInput:
-    """The skip record whose id is (or, if unambiguous, starts with) ``skip_id``.
+def can_redrive(app: App, stream: str, event_type: str) -> bool:
+    """Whether a skipped event of ``event_type`` in ``stream`` can be re-driven: any input
+    outside an instance stream, and a command event in one; not a timer (``Scheduled:``)."""
+    kind, _ = parse_type(event_type)
+    return app.workflow_of_stream(stream) is None or kind in COMMAND_KINDS
+
+
+def find_skipped(store: EventStore, app: App, skip_id: str, *, exact: bool = False) -> SkippedInput:
+    """The skip record whose id is (or, if unambiguous and not ``exact``, starts with)
+    ``skip_id``.
 
     Raises :class:`NotRedrivable` if there is none, or several.
     """
-    matches = [s for s in list_skipped(store, app) if s.skip_id.startswith(skip_id)]
-    exact = [s for s in matches if s.skip_id == skip_id]
-    if exact:
-        return exact[0]
+    found = [s for s in list_skipped(store, app) if s.skip_id.startswith(skip_id)]
+    matches = [s for s in found if s.skip_id == skip_id] if exact or not skip_id else found
+    exact_matches = [s for s in matches if s.skip_id == skip_id]
+    if exact_matches:
+        return exact_matches[0]
     if not matches:
         raise NotRedrivable(f"no skipped input {skip_id!r} in app {app.name!r}")
     if len(matches) > 1:
@@ -171,9 +176,9 @@ def redrive(store: EventStore, app: App, skipped: SkippedInput) -> Redriven:
             f"event {skipped.event_id} is not at {skipped.stream}@{skipped.revision} any more"
         )
     ledger = parked_stream(app.name)
-    kind, message_type = parse_type(source.type)
+    _, message_type = parse_type(source.type)
     if app.workflow_of_stream(source.stream) is not None:
-        if kind not in COMMAND_KINDS:
+        if not can_redrive(app, source.stream, source.type):
             raise NotRedrivable(
                 f"{source.type} at {source.stream}@{source.revision} is in an instance stream and "
                 f"cannot be appended again; reset {skipped.processor}'s checkpoint to before "
@@ -233,7 +238,7 @@ def _encode(
     return NewEvent(new_id, type_name, data, encoded)
 
 
-def _skipped(record: RecordedEvent, skipped: InputSkipped) -> SkippedInput:
+def _skipped(app: App, record: RecordedEvent, skipped: InputSkipped) -> SkippedInput:
     return SkippedInput(
         skip_id=str(record.id),
         processor=skipped.processor,
@@ -245,4 +250,5 @@ def _skipped(record: RecordedEvent, skipped: InputSkipped) -> SkippedInput:
         event_id=skipped.event_id,
         skipped_at=record.recorded_at,
         redriven_as=None,
+        redrivable=can_redrive(app, skipped.stream, skipped.event_type),
     )

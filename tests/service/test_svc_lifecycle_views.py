@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,14 +21,17 @@ from decider import (
     WorkflowEvent,
     event_id,
 )
-from decider.processors import status
+from decider.processors import App, status
 from decider.processors.cli import main
 from decider.processors.console.data import list_instances as console_instances
 from decider.stores.protocol import NO_STREAM, NewEvent
 from decider.stores.sqlite import SqliteEventStore
-from tests.support.apps import Added, tally_app
+from tests.support.apps import Added, Closed, tally, tally_route
 
-views = tally_app("svc-views")
+views = App("svc-views")
+views.workflow(
+    tally, inputs={Added: tally_route, Closed: tally_route}, progress_within=timedelta(minutes=5)
+)
 SPEC = f"{__name__}:views"
 ENDINGS: dict[str, WorkflowEvent[Any, Any] | None] = {
     "t-run": None,
@@ -83,9 +87,17 @@ def test_status_reads_every_terminal_state(uri: str) -> None:
             assert [r.stream for r in page.rows] == [
                 s for s, lc in EXPECTED.items() if lc is lifecycle
             ]
-        # An ended instance is never stuck, however long ago it ended.
-        stuck = console_instances(store, views, stuck_only=True)
-        assert {r.stream for r in stuck.rows} <= {"Tally-t-run"}
+        # Stuck as the service and `decider list --stuck` see it: running, with no event for
+        # longer than the workflow's progress_within; an ended instance never is.
+        soon = datetime.now(UTC) + timedelta(minutes=1)
+        later = datetime.now(UTC) + timedelta(minutes=6)
+        assert console_instances(store, views, stuck_only=True, now=soon).rows == []
+        stuck = console_instances(store, views, stuck_only=True, now=later)
+        assert [r.stream for r in stuck.rows] == ["Tally-t-run"]
+        overridden = console_instances(
+            store, views, stuck_only=True, stuck_after=timedelta(seconds=1), now=soon
+        )
+        assert [r.stream for r in overridden.rows] == ["Tally-t-run"]
     finally:
         store.close()
 
