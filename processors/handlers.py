@@ -8,6 +8,7 @@ attempts go through the service clock, so a stop interrupts them.
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -16,6 +17,7 @@ import attrs
 from returns.result import Failure, Result, Success
 
 from decider.codec import describe
+from decider.processors import logs
 from decider.processors.app import HandlerRegistration
 from decider.processors.base import Context
 from decider.processors.failures import is_interrupt
@@ -53,6 +55,8 @@ class HandlerRunner:
     def __init__(self, context: Context, name: str) -> None:
         self.context = context
         self.name = name
+        logger = context.logger or logging.getLogger(__name__)
+        self._log = logs.with_context(logger, processor=name)
         self._random = random.Random()
 
     def run(
@@ -84,7 +88,7 @@ class HandlerRunner:
             if not outcome.retryable or attempt >= policy.max_attempts:
                 return GaveUp(outcome.reason, attempt)
             delay = policy.delay(attempt, self._random)
-            self.context.logger.warning(
+            self._log.warning(
                 "%s: %s %s failed (attempt %d of %d), retrying in %.3fs: %s",
                 self.name,
                 handler.type_name,
@@ -93,6 +97,12 @@ class HandlerRunner:
                 policy.max_attempts,
                 delay,
                 outcome.reason,
+                extra={
+                    "command_id": command_id,
+                    "event_type": handler.type_name,
+                    "attempt": attempt,
+                    "retry_in": delay,
+                },
             )
             before_wait()
             if self.context.clock.wait(self.context.stop, delay):

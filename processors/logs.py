@@ -78,6 +78,25 @@ class TextFormatter(logging.Formatter):
         return line
 
 
+class ContextAdapter(logging.LoggerAdapter[logging.Logger]):
+    """A logger that adds fixed ``extra`` fields (``processor=...``) to every record it writes;
+    a call's own ``extra`` fields are added too (they win over the fixed ones)."""
+
+    def process(self, msg: Any, kwargs: Any) -> tuple[Any, Any]:
+        """The message as is, with the fixed and the call's ``extra`` fields merged."""
+        kwargs["extra"] = {**(self.extra or {}), **(kwargs.get("extra") or {})}
+        return msg, kwargs
+
+
+def with_context(logger: logging.Logger, **fields: Any) -> ContextAdapter:
+    """``logger``, every record of which carries ``fields`` as ``extra`` fields.
+
+    >>> with_context(logging.getLogger("decider.x"), processor="fines.commands").extra
+    {'processor': 'fines.commands'}
+    """
+    return ContextAdapter(logger, fields)
+
+
 def parse_level(name: str) -> int:
     """The level ``name`` (``DEBUG``, ``info``, ``30``...); :class:`ValueError` if unknown."""
     if name.isdigit():
