@@ -327,6 +327,12 @@ class CommandProcessor(Processor):
                 self.name,
                 handler.type_name,
                 command_id,
+                extra={
+                    "command_id": command_id,
+                    "event_type": handler.type_name,
+                    "stream": event.stream,
+                    "position": event.position,
+                },
             )
             return None
 

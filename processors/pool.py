@@ -36,6 +36,7 @@ from typing import Any
 
 import attrs
 
+from decider.processors import logs
 from decider.processors.app import HandlerRegistration
 from decider.processors.clock import Clock, Signal
 from decider.processors.event_loop import EventLoop
@@ -86,7 +87,7 @@ class CommandPool:
         name: str,
         size: int,
         clock: Clock,
-        logger: logging.Logger,
+        logger: logging.Logger | None,
         *,
         max_abandoned: int | None = None,
     ) -> None:
@@ -98,7 +99,7 @@ class CommandPool:
         """How many timed-out sync calls may hold a thread at once before workers are not
         replaced any more."""
         self.clock = clock
-        self.log = logger
+        self.log = logs.with_context(logger or logging.getLogger(__name__), processor=name)
         # One lock; the workers, the watchdog and wait_calls each wait on their own condition,
         # so a change wakes one worker, not every thread of the pool.
         lock = threading.Lock()
@@ -350,6 +351,12 @@ class CommandPool:
             policy.max_attempts,
             delay,
             outcome.reason,
+            extra={
+                "command_id": job.command_id,
+                "event_type": job.handler.type_name,
+                "attempt": job.attempts,
+                "retry_in": delay,
+            },
         )
         with self._cond:
             self._finish_call(job)
