@@ -59,6 +59,7 @@ from decider.stores._connections import ThreadConnections
 from decider.stores._expectations import check_read_args, validate_append
 from decider.stores._postgres_append import append_one, one_row, read_ahead
 from decider.stores._postgres_listen import NotifyListener
+from decider.stores._postgres_snapshots import PostgresSnapshots
 from decider.stores._postgres_sql import Statements, decode, read_all_sql
 from decider.stores.errors import PermanentStoreError, StoreError, StoreUnavailable
 from decider.stores.names import CHECKPOINT, POSTGRES, NameRules
@@ -69,6 +70,7 @@ from decider.stores.protocol import (
     Filter,
     NewEvent,
     RecordedEvent,
+    Snapshot,
     StreamAppend,
 )
 from decider.stores.subscription import CatchUpSubscription, LogNotifier
@@ -140,6 +142,7 @@ class PostgresEventStore:
         """The ``synchronous_commit`` setting of this store's connections."""
         self._name = _describe(params, schema)
         self._sql = Statements.for_schema(schema)
+        self._snapshots = PostgresSnapshots(schema)
         self._session = f"SET TIME ZONE 'UTC'; SET synchronous_commit TO {level}"
         self._connections = ThreadConnections(
             self._connect, lambda: StoreError(f"the PostgreSQL event store {self._name} is closed")
@@ -257,6 +260,16 @@ class PostgresEventStore:
         """Store the position of processor ``name`` durably, replacing any earlier one."""
         self.name_rules.check(CHECKPOINT, name)
         self._query(self._sql.save_checkpoint, (name, position), fetch=False)
+
+    def load_snapshot(self, stream: str) -> Snapshot | None:
+        """The stored snapshot of ``stream``, or ``None``."""
+        self.name_rules.check_stream(stream)
+        return self._snapshots.load(self._using, stream)
+
+    def save_snapshot(self, stream: str, snapshot: Snapshot) -> None:
+        """Keep ``snapshot`` unless the stored one is of its state version and later."""
+        self.name_rules.check_stream(stream)
+        self._snapshots.save(self._using, stream, snapshot)
 
     def close(self) -> None:
         """Close every connection, stop the listening thread and end every subscription; safe

@@ -11,8 +11,8 @@ Numbering is EventStoreDB's everywhere:
 A stream that was never written reads as empty (``[]``): no store raises for a missing
 stream on read.
 
-Optional abilities are separate protocols (:class:`CheckpointStore`, :class:`TransactionalStore`),
-never methods that raise ``NotImplementedError``.
+Optional abilities are separate protocols (:class:`CheckpointStore`, :class:`TransactionalStore`,
+:class:`SnapshotStore`), never methods that raise ``NotImplementedError``.
 """
 
 from __future__ import annotations
@@ -246,4 +246,32 @@ class TransactionalStore(Protocol):
         failed its check) and writes nothing if any expected revision does not hold. Each
         append is idempotent as in :meth:`EventStore.append`.
         """
+        ...
+
+
+@attrs.frozen
+class Snapshot:
+    """A stream's fold cached as bytes: ``data`` reflects the stream up to ``revision``
+    (its last event folded in), in the shape ``state_version`` names."""
+
+    revision: int
+    state_version: str
+    data: bytes
+
+
+@runtime_checkable
+class SnapshotStore(Protocol):
+    """A store that keeps the latest snapshot of each stream beside it.
+
+    A snapshot is a cache: losing one costs a longer fold, never correctness. It is written
+    outside the transaction of the events it reflects, after they are committed.
+    """
+
+    def load_snapshot(self, stream: str) -> Snapshot | None:
+        """The stored snapshot of ``stream``, or ``None``."""
+        ...
+
+    def save_snapshot(self, stream: str, snapshot: Snapshot) -> None:
+        """Keep ``snapshot`` as ``stream``'s, unless the stored one is of the same
+        ``state_version`` and a later revision (a slow writer never moves it back)."""
         ...

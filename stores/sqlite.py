@@ -39,6 +39,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, ClassVar, TypeVar
 
+from decider.stores import _sqlite_snapshots as snapshots
 from decider.stores import _sqlite_sql as sql
 from decider.stores._connections import ThreadConnections
 from decider.stores._expectations import Stored, check_read_args, plan_append, validate_append
@@ -52,6 +53,7 @@ from decider.stores.protocol import (
     Filter,
     NewEvent,
     RecordedEvent,
+    Snapshot,
     StreamAppend,
 )
 from decider.stores.subscription import CatchUpSubscription, LogNotifier
@@ -67,8 +69,9 @@ class SqliteEventStore:
     """An event store in one SQLite file (or ``":memory:"``), safe for threads and processes.
 
     Implements :class:`~decider.stores.protocol.EventStore`,
-    :class:`~decider.stores.protocol.CheckpointStore`
-    and :class:`~decider.stores.protocol.TransactionalStore`. Appends are atomic and serialised by
+    :class:`~decider.stores.protocol.CheckpointStore`,
+    :class:`~decider.stores.protocol.TransactionalStore`
+    and :class:`~decider.stores.protocol.SnapshotStore`. Appends are atomic and serialised by
     SQLite's write lock; positions strictly increase in commit order; ``synchronous`` sets the
     durability of a commit (see the module docstring). Each thread uses its own connection.
     ``":memory:"`` holds the log in this process only, behind one shared connection.
@@ -114,6 +117,7 @@ class SqliteEventStore:
             if not self._in_memory:
                 connection.execute("PRAGMA journal_mode=WAL")
             connection.executescript(sql.SCHEMA)
+            connection.executescript(snapshots.SCHEMA)
         except sqlite3.Error as exc:
             self.close()
             raise _store_error(self._path, exc) from exc
@@ -212,6 +216,18 @@ class SqliteEventStore:
         """Store the position of processor ``name`` durably, replacing any earlier one."""
         self.name_rules.check(CHECKPOINT, name)
         self._query(sql.SAVE_CHECKPOINT, (name, position))
+
+    def load_snapshot(self, stream: str) -> Snapshot | None:
+        """The stored snapshot of ``stream``, or ``None``."""
+        self.name_rules.check_stream(stream)
+        rows = self._query(snapshots.LOAD, (stream,))
+        return Snapshot(int(rows[0][0]), str(rows[0][1]), bytes(rows[0][2])) if rows else None
+
+    def save_snapshot(self, stream: str, snapshot: Snapshot) -> None:
+        """Keep ``snapshot`` unless the stored one is of its state version and later."""
+        self.name_rules.check_stream(stream)
+        row = (stream, snapshot.revision, snapshot.state_version, snapshot.data)
+        self._query(snapshots.SAVE, row)
 
     def close(self) -> None:
         """Close every connection and end every subscription; safe to call twice."""
