@@ -24,7 +24,7 @@ import attrs
 from benchmarks import pg
 from benchmarks.harness import Figure, Pending, Result
 
-ALL_FIGURES: tuple[str, ...] = ("core", "codec", "append", "latency", "e2e")
+ALL_FIGURES: tuple[str, ...] = ("core", "codec", "append", "latency", "e2e", "snapshots")
 """The names of the benchmark groups, in the order they run."""
 
 _USE_POSTGRES = ("append", "e2e")
@@ -49,6 +49,8 @@ class Sizes:
     e2e_postgres: tuple[int, ...]
     e2e_timeout: float
     e2e_repeats: int
+    snapshot_lengths: tuple[int, ...]
+    snapshot_cold_starts: int
 
 
 QUICK = Sizes(
@@ -67,6 +69,8 @@ QUICK = Sizes(
     e2e_postgres=(100,),
     e2e_timeout=60.0,
     e2e_repeats=1,
+    snapshot_lengths=(10, 2_000),
+    snapshot_cold_starts=3,
 )
 """The smoke-test sizes: every path runs, in seconds."""
 
@@ -86,6 +90,8 @@ FULL = Sizes(
     e2e_postgres=(1_000,),
     e2e_timeout=180.0,
     e2e_repeats=3,
+    snapshot_lengths=(10, 10_000),
+    snapshot_cold_starts=15,
 )
 """The sizes the targets are stated for."""
 
@@ -220,6 +226,15 @@ def _run_group(
             return latency.measure(sizes.latency_lengths, sizes.latency_inputs)
 
         return _pending_on_import_error("latency", "4. handle latency vs history", latency)
+
+    if group == "snapshots":
+
+        def snapshots() -> list[Result]:
+            from benchmarks import snapshots
+
+            return snapshots.measure(sizes.snapshot_lengths, sizes.snapshot_cold_starts)
+
+        return _pending_on_import_error("snapshots", "6. cold load with snapshots", snapshots)
 
     def end_to_end() -> list[Result]:
         from benchmarks import end_to_end

@@ -96,7 +96,12 @@ def show(store: EventStore, app: App, stream: str) -> InstanceView:
         )
         for record in _read_stream(store, stream)
     ]
-    instance = advance(workflow, start(workflow), (entry.event for entry in history))
+    if registration.stored == "state":  # the stream is its outbox; the state is a row
+        from decider.processors.state_stored import load_instance
+
+        instance = load_instance(store, app, registration, stream)
+    else:
+        instance = advance(workflow, start(workflow), (entry.event for entry in history))
     return InstanceView(stream, workflow.name, history, instance.state, instance.status)
 
 

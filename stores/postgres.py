@@ -61,6 +61,7 @@ from decider.stores._postgres_append import append_one, one_row, read_ahead
 from decider.stores._postgres_listen import NotifyListener
 from decider.stores._postgres_snapshots import PostgresSnapshots
 from decider.stores._postgres_sql import Statements, decode, read_all_sql
+from decider.stores._postgres_state import PostgresStates
 from decider.stores.errors import PermanentStoreError, StoreError, StoreUnavailable
 from decider.stores.names import CHECKPOINT, POSTGRES, NameRules
 from decider.stores.protocol import (
@@ -71,6 +72,8 @@ from decider.stores.protocol import (
     NewEvent,
     RecordedEvent,
     Snapshot,
+    StateWrite,
+    StoredState,
     StreamAppend,
 )
 from decider.stores.subscription import CatchUpSubscription, LogNotifier
@@ -143,6 +146,7 @@ class PostgresEventStore:
         self._name = _describe(params, schema)
         self._sql = Statements.for_schema(schema)
         self._snapshots = PostgresSnapshots(schema)
+        self._states = PostgresStates(schema)
         self._session = f"SET TIME ZONE 'UTC'; SET synchronous_commit TO {level}"
         self._connections = ThreadConnections(
             self._connect, lambda: StoreError(f"the PostgreSQL event store {self._name} is closed")
@@ -270,6 +274,35 @@ class PostgresEventStore:
         """Keep ``snapshot`` unless the stored one is of its state version and later."""
         self.name_rules.check_stream(stream)
         self._snapshots.save(self._using, stream, snapshot)
+
+    def load_state(self, key: str) -> StoredState | None:
+        """The stored state of ``key``, or ``None``."""
+        return self._states.load(self._using, key)
+
+    def commit_states(
+        self,
+        writes: Sequence[StateWrite],
+        appends: Sequence[StreamAppend],
+        checkpoint: tuple[str, int] | None = None,
+    ) -> None:
+        """Write every state (version-checked), append and the checkpoint in one transaction."""
+        for item in appends:
+            validate_append(len(item.events), item.expected_revision)
+            self.name_rules.check_append(item.stream, item.events)
+        self._states.ensure(self._using)
+        now = datetime.now(UTC)
+
+        def body(connection: _Connection) -> Callable[[], list[AppendResult]]:
+            self._states.write(connection, writes)
+            results = [
+                append_one(self._sql, connection, a.stream, a.events, a.expected_revision, now)
+                for a in appends
+            ]
+            if checkpoint is not None:
+                connection.execute(self._sql.save_checkpoint, checkpoint)
+            return lambda: [result() for result in results]
+
+        self._write(body)
 
     def close(self) -> None:
         """Close every connection, stop the listening thread and end every subscription; safe

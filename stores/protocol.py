@@ -12,7 +12,7 @@ A stream that was never written reads as empty (``[]``): no store raises for a m
 stream on read.
 
 Optional abilities are separate protocols (:class:`CheckpointStore`, :class:`TransactionalStore`,
-:class:`SnapshotStore`), never methods that raise ``NotImplementedError``.
+:class:`SnapshotStore`, :class:`StateStore`), never methods that raise ``NotImplementedError``.
 """
 
 from __future__ import annotations
@@ -274,4 +274,47 @@ class SnapshotStore(Protocol):
     def save_snapshot(self, stream: str, snapshot: Snapshot) -> None:
         """Keep ``snapshot`` as ``stream``'s, unless the stored one is of the same
         ``state_version`` and a later revision (a slow writer never moves it back)."""
+        ...
+
+
+@attrs.frozen
+class StoredState:
+    """A state-stored instance's row: its ``version`` (0: none yet) and its encoded ``data``."""
+
+    version: int
+    data: bytes
+
+
+@attrs.frozen
+class StateWrite:
+    """A new state for ``key``, written only if its stored version is ``expected_version``
+    (0: no row yet); the row's version becomes ``version``."""
+
+    key: str
+    expected_version: int
+    version: int
+    data: bytes
+
+
+@runtime_checkable
+class StateStore(Protocol):
+    """A store that keeps rows of state beside its streams, written with its appends in one
+    transaction (the state-stored workflow variant: the new state and the outbox together)."""
+
+    def load_state(self, key: str) -> StoredState | None:
+        """The stored state of ``key``, or ``None``."""
+        ...
+
+    def commit_states(
+        self,
+        states: Sequence[StateWrite],
+        appends: Sequence[StreamAppend],
+        checkpoint: tuple[str, int] | None = None,
+    ) -> None:
+        """Write every state, every append and the checkpoint atomically: all, or none.
+
+        Raises :class:`~decider.stores.errors.WrongExpectedVersion` (naming the key) and writes
+        nothing if a state's stored version is not its ``expected_version``, or if an append's
+        expected revision does not hold.
+        """
         ...

@@ -41,6 +41,7 @@ from typing import Any, ClassVar, TypeVar
 
 from decider.stores import _sqlite_snapshots as snapshots
 from decider.stores import _sqlite_sql as sql
+from decider.stores import _sqlite_state as states
 from decider.stores._connections import ThreadConnections
 from decider.stores._expectations import Stored, check_read_args, plan_append, validate_append
 from decider.stores.errors import PermanentStoreError, StoreError, StoreUnavailable
@@ -54,6 +55,8 @@ from decider.stores.protocol import (
     NewEvent,
     RecordedEvent,
     Snapshot,
+    StateWrite,
+    StoredState,
     StreamAppend,
 )
 from decider.stores.subscription import CatchUpSubscription, LogNotifier
@@ -118,6 +121,7 @@ class SqliteEventStore:
                 connection.execute("PRAGMA journal_mode=WAL")
             connection.executescript(sql.SCHEMA)
             connection.executescript(snapshots.SCHEMA)
+            connection.executescript(states.SCHEMA)
         except sqlite3.Error as exc:
             self.close()
             raise _store_error(self._path, exc) from exc
@@ -228,6 +232,31 @@ class SqliteEventStore:
         self.name_rules.check_stream(stream)
         row = (stream, snapshot.revision, snapshot.state_version, snapshot.data)
         self._query(snapshots.SAVE, row)
+
+    def load_state(self, key: str) -> StoredState | None:
+        """The stored state of ``key``, or ``None``."""
+        return states.load(self._query(states.LOAD, (key,)))
+
+    def commit_states(
+        self,
+        writes: Sequence[StateWrite],
+        appends: Sequence[StreamAppend],
+        checkpoint: tuple[str, int] | None = None,
+    ) -> None:
+        """Write every state (version-checked), append and the checkpoint in one transaction."""
+        for item in appends:
+            validate_append(len(item.events), item.expected_revision)
+            self.name_rules.check_append(item.stream, item.events)
+        now = _now()
+
+        def body(connection: sqlite3.Connection) -> None:
+            states.write(connection, writes)
+            for a in appends:
+                _append(connection, a.stream, a.events, a.expected_revision, now)
+            if checkpoint is not None:
+                connection.execute(sql.SAVE_CHECKPOINT, checkpoint)
+
+        self._write(body)
 
     def close(self) -> None:
         """Close every connection and end every subscription; safe to call twice."""

@@ -61,11 +61,15 @@ def _report_id(report: PoliceReportPublished, _: Metadata) -> str:
     return report.police_report_id
 
 
-def make_app(name: str = "traffic-fines", retry: RetryPolicy | None = None) -> App:
-    """A fresh App for the traffic-fine workflow (tests make their own variations from it)."""
+def make_app(
+    name: str = "traffic-fines", retry: RetryPolicy | None = None, stored: str = "events"
+) -> App:
+    """A fresh App for the traffic-fine workflow (tests make their own variations from it);
+    ``stored="state"`` runs it state-stored (a state row and an outbox, SQLite or PostgreSQL)."""
     app = App(name, retry=retry)
     app.workflow(
         workflow,
+        stored=stored,
         inputs={
             PoliceReportPublished: _report_id,
             TrafficFineSystemNumberGenerated: by_correlation,

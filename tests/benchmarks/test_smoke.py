@@ -47,6 +47,8 @@ EXPECTED_KEYS = {
     "e2e_memory_100",
     "e2e_esdb_100",
     "e2e_postgres_100",
+    "snapshot_cold",
+    "snapshot_cold_memory",
 }
 
 _UNREACHABLE = "postgresql://bench:s3cret@127.0.0.1:1/nowhere"
