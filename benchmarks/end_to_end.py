@@ -137,9 +137,11 @@ def run_once(
     uri: str | None,
     timeout: float,
     schema: str | None = None,
+    stored: str = "events",
 ) -> dict[str, Any]:
-    """One end-to-end run in this process; its figures as a JSON-ready dict."""
-    app = make_app()
+    """One end-to-end run in this process; its figures as a JSON-ready dict. ``stored``: the
+    workflow's variant (``"state"``: state-stored, :mod:`benchmarks.state_stored`)."""
+    app = make_app(stored=stored)
     store = _open_store(kind, directory, uri, schema)
     try:
         publish_start = time.perf_counter()

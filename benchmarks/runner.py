@@ -24,7 +24,7 @@ import attrs
 from benchmarks import pg
 from benchmarks.harness import Figure, Pending, Result
 
-ALL_FIGURES: tuple[str, ...] = ("core", "codec", "append", "latency", "e2e", "snapshots")
+ALL_FIGURES: tuple[str, ...] = ("core", "codec", "append", "latency", "e2e", "snapshots", "state")
 """The names of the benchmark groups, in the order they run."""
 
 _USE_POSTGRES = ("append", "e2e")
@@ -51,6 +51,8 @@ class Sizes:
     e2e_repeats: int
     snapshot_lengths: tuple[int, ...]
     snapshot_cold_starts: int
+    state_n: int
+    state_repeats: int
 
 
 QUICK = Sizes(
@@ -71,6 +73,8 @@ QUICK = Sizes(
     e2e_repeats=1,
     snapshot_lengths=(10, 2_000),
     snapshot_cold_starts=3,
+    state_n=100,
+    state_repeats=1,
 )
 """The smoke-test sizes: every path runs, in seconds."""
 
@@ -92,6 +96,8 @@ FULL = Sizes(
     e2e_repeats=3,
     snapshot_lengths=(10, 10_000),
     snapshot_cold_starts=15,
+    state_n=2_000,
+    state_repeats=3,
 )
 """The sizes the targets are stated for."""
 
@@ -235,6 +241,15 @@ def _run_group(
             return snapshots.measure(sizes.snapshot_lengths, sizes.snapshot_cold_starts)
 
         return _pending_on_import_error("snapshots", "6. cold load with snapshots", snapshots)
+
+    if group == "state":
+
+        def state() -> list[Result]:
+            from benchmarks import state_stored
+
+            return [state_stored.measure(sizes.state_n, sizes.state_repeats, sizes.e2e_timeout)]
+
+        return _pending_on_import_error("state", "7. state-stored vs event-sourced", state)
 
     def end_to_end() -> list[Result]:
         from benchmarks import end_to_end

@@ -49,6 +49,7 @@ EXPECTED_KEYS = {
     "e2e_postgres_100",
     "snapshot_cold",
     "snapshot_cold_memory",
+    "state_stored_sqlite",
 }
 
 _UNREACHABLE = "postgresql://bench:s3cret@127.0.0.1:1/nowhere"

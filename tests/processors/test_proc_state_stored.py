@@ -12,6 +12,7 @@ import pytest
 from decider import Lifecycle
 from decider.processors import App, AppDefinitionError, Service, Signal, SystemClock, show, status
 from decider.processors.base import Context
+from decider.processors.cli import main
 from decider.processors.state_stored import StateStoredProcessor
 from decider.stores import (
     NO_STREAM,
@@ -23,6 +24,7 @@ from decider.stores import (
     WrongExpectedVersion,
 )
 from decider.stores.memory import MemoryEventStore
+from decider.stores.sqlite import SqliteEventStore
 from samples.traffic_fine.app import ISSUED_STREAM, REPORTS_STREAM, make_app
 from samples.traffic_fine.workflow import Final
 from samples.traffic_fine.workflow import workflow as traffic_fine
@@ -155,3 +157,28 @@ def test_registration_and_stores_that_cannot_run_it_say_so() -> None:
     app = tally_app()
     with pytest.raises(AppDefinitionError, match="keeps no state rows"):
         processor(app, MemoryEventStore())
+
+
+CLI_APP = make_app("fines-state-cli", stored="state")
+"""The traffic-fine app, state-stored, as ``decider show --app`` loads it."""
+
+
+def test_decider_show_prints_the_state_row_and_the_outbox(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "events.db"
+    store = SqliteEventStore(path)
+    try:
+        CLI_APP.publish(store, report(3), REPORTS_STREAM)
+        with Service(CLI_APP, store) as service:
+            stream = traffic_fine.stream("r3")
+            assert service.wait_until(lambda: types(store, stream) == OUTBOX_SPEEDING, 60)
+    finally:
+        store.close()
+    at = ["--app", f"{__name__}:CLI_APP", "--store", f"sqlite:///{path}"]
+    assert main(["show", stream, *at]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].startswith(f"{stream}  (workflow {traffic_fine.name}, completed")
+    assert "Final()" in out
+    assert [t for t in OUTBOX_SPEEDING if t in out] == OUTBOX_SPEEDING
+    assert "InitiatedBy:" not in out
