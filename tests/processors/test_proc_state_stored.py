@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from decider import Lifecycle
@@ -154,6 +155,9 @@ def test_a_crash_between_decide_and_commit_loses_nothing(state_store: EventStore
 def test_registration_and_stores_that_cannot_run_it_say_so() -> None:
     with pytest.raises(AppDefinitionError, match="stored must be 'events' or 'state'"):
         App("x").workflow(tally, inputs={Added: tally_route}, stored="rows")
+    untyped = attrs.evolve(tally, evolve=lambda total, event: total)
+    with pytest.raises(AppDefinitionError, match="state_type=State"):
+        App("x").workflow(untyped, inputs={Added: tally_route}, stored="state")
     app = tally_app()
     with pytest.raises(AppDefinitionError, match="keeps no state rows"):
         processor(app, MemoryEventStore())
