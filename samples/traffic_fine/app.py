@@ -61,20 +61,37 @@ def _report_id(report: PoliceReportPublished, _: Metadata) -> str:
     return report.police_report_id
 
 
-def make_app(
-    name: str = "traffic-fines", retry: RetryPolicy | None = None, stored: str = "events"
-) -> App:
-    """A fresh App for the traffic-fine workflow (tests make their own variations from it);
-    ``stored="state"`` runs it state-stored (a state row and an outbox, SQLite or PostgreSQL)."""
+def make_app(name: str = "traffic-fines", retry: RetryPolicy | None = None) -> App:
+    """A fresh App for the traffic-fine workflow (tests make their own variations from it)."""
     app = App(name, retry=retry)
     app.workflow(
         workflow,
-        stored=stored,
         inputs={
             PoliceReportPublished: _report_id,
             TrafficFineSystemNumberGenerated: by_correlation,
             TrafficFineManualIdentificationCodeGenerated: by_correlation,
         },
+    )
+    app.add_handler(GenerateTrafficFineSystemNumber, generate_system_number)
+    app.add_handler(
+        GenerateTrafficFineManualIdentificationCode, generate_manual_identification_code
+    )
+    app.route(IssueTrafficFine, stream=ISSUED_STREAM)
+    return app
+
+
+def make_state_stored_app(name: str = "traffic-fines-state") -> App:
+    """The same App with the workflow state-stored: each instance's state in a row and its
+    commands in an outbox, written in one transaction (SQLite or PostgreSQL)."""
+    app = App(name)
+    app.workflow(
+        workflow,
+        inputs={
+            PoliceReportPublished: _report_id,
+            TrafficFineSystemNumberGenerated: by_correlation,
+            TrafficFineManualIdentificationCodeGenerated: by_correlation,
+        },
+        stored="state",
     )
     app.add_handler(GenerateTrafficFineSystemNumber, generate_system_number)
     app.add_handler(

@@ -26,7 +26,7 @@ from decider.stores import (
 )
 from decider.stores.memory import MemoryEventStore
 from decider.stores.sqlite import SqliteEventStore
-from samples.traffic_fine.app import ISSUED_STREAM, REPORTS_STREAM, make_app
+from samples.traffic_fine.app import ISSUED_STREAM, REPORTS_STREAM, make_state_stored_app
 from samples.traffic_fine.workflow import Final
 from samples.traffic_fine.workflow import workflow as traffic_fine
 from tests.processors.test_proc_traffic_fine import report, speeding
@@ -61,7 +61,7 @@ def processor(app: App, store: EventStore) -> StateStoredProcessor:
 
 
 def test_the_traffic_fine_workflow_runs_state_stored(state_store: EventStore) -> None:
-    app = make_app("fines-state", stored="state")
+    app = make_state_stored_app("fines-state")
     n = 20
     app.publish_many(state_store, [report(i) for i in range(n)], REPORTS_STREAM)
     # The same report again under its message id, from another stream: handled once.
@@ -136,7 +136,7 @@ def test_a_failed_version_check_writes_nothing(state_store: EventStore) -> None:
 
 
 def test_a_crash_between_decide_and_commit_loses_nothing(state_store: EventStore) -> None:
-    app = make_app("fines-crash", stored="state")
+    app = make_state_stored_app("fines-crash")
     app.publish(state_store, report(1), REPORTS_STREAM)
     context: Any = Context(app, state_store, state_store, SystemClock(), Signal(), lambda: None)  # type: ignore[arg-type]
     crashed = StateStoredProcessor(context, app.workflows[traffic_fine.name])
@@ -163,7 +163,7 @@ def test_registration_and_stores_that_cannot_run_it_say_so() -> None:
         processor(app, MemoryEventStore())
 
 
-CLI_APP = make_app("fines-state-cli", stored="state")
+CLI_APP = make_state_stored_app("fines-state-cli")
 """The traffic-fine app, state-stored, as ``decider show --app`` loads it."""
 
 
