@@ -199,7 +199,10 @@ class StateStoredProcessor(Processor):
         outbox = call_user(
             "encoding what decide returned", self._outbox, stream, instance_id, events, metadata
         )
-        w.instance = call_user("evolving", advance, self.workflow, w.instance, events)
+        instance = call_user("evolving", advance, self.workflow, w.instance, events)
+        # A state that cannot be stored skips this input here, not the batch at commit time.
+        call_user("encoding the state", self.states.encode, instance)
+        w.instance = instance
         w.added.add(metadata.message_id)
         w.outbox.extend(outbox)
         self.handled += 1

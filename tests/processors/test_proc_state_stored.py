@@ -186,3 +186,19 @@ def test_decider_show_prints_the_state_row_and_the_outbox(
     assert "Final()" in out
     assert [t for t in OUTBOX_SPEEDING if t in out] == OUTBOX_SPEEDING
     assert "InitiatedBy:" not in out
+
+
+def test_an_input_whose_state_cannot_be_stored_is_skipped(state_store: EventStore) -> None:
+    def evolve(total: int, event: Any) -> int:
+        new = tally.evolve(total, event)
+        return object() if new == 13 else new  # type: ignore[return-value]
+
+    app = App("states")
+    unlucky = attrs.evolve(tally, evolve=evolve)
+    app.workflow(unlucky, inputs={Added: tally_route, Closed: tally_route}, stored="state")
+    proc = processor(app, state_store)
+    for amount in (6, 7, 1):  # 6 + 7 = 13 cannot be stored; 6 + 1 can
+        app.publish(state_store, Added(tally_id="t", amount=amount), "in")
+    proc.process(state_store.read_stream("in"))
+    assert proc.skipped == 1
+    assert show(state_store, app, tally.stream("t")).state == 7
