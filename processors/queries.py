@@ -18,6 +18,7 @@ from decider.processors import decoding, streams
 from decider.processors.app import App
 from decider.processors.errors import ConflictsExhausted, NotParked
 from decider.processors.messages import CommandParked, ParkedCommandRetried
+from decider.processors.state_stored import load_instance
 from decider.stores.errors import WrongExpectedVersion
 from decider.stores.protocol import EventStore, Filter, NewEvent, RecordedEvent
 
@@ -97,8 +98,6 @@ def show(store: EventStore, app: App, stream: str) -> InstanceView:
         for record in _read_stream(store, stream)
     ]
     if registration.stored == "state":  # the stream is its outbox; the state is a row
-        from decider.processors.state_stored import load_instance
-
         instance = load_instance(store, app, registration, stream)
     else:
         instance = advance(workflow, start(workflow), (entry.event for entry in history))
