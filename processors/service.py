@@ -29,6 +29,7 @@ from decider.processors.clock import Clock, Signal, SystemClock
 from decider.processors.command_processor import CommandProcessor
 from decider.processors.errors import ProcessorDied
 from decider.processors.pool import HandlerLoad
+from decider.processors.state_stored import StateStoredProcessor
 from decider.processors.timer_processor import TimerProcessor
 from decider.processors.workflow_processor import WorkflowProcessor
 from decider.stores.protocol import CheckpointStore, EventStore
@@ -114,7 +115,9 @@ class Service:
                 logger=self._given_logger,
             )
             self.processors = [
-                WorkflowProcessor(context, registration, self.cache_size)
+                (StateStoredProcessor if registration.stored == "state" else WorkflowProcessor)(
+                    context, registration, self.cache_size
+                )
                 for registration in self.app.workflows.values()
             ]
             self.processors += [CommandProcessor(context), TimerProcessor(context)]

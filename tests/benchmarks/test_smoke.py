@@ -56,6 +56,9 @@ EXPECTED_KEYS = {
     "pool_head_of_line",
     "pool_crash",
     "pool_instant",
+    "snapshot_cold",
+    "snapshot_cold_memory",
+    "state_stored_sqlite",
 }
 
 _UNREACHABLE = "postgresql://bench:s3cret@127.0.0.1:1/nowhere"
