@@ -130,7 +130,12 @@ def test_run_writes_json_log_lines(tmp_path: Path) -> None:
             env=service_env(),
         )
     try:
-        wait_until(lambda: "started" in log.read_text(), 60, "the service to start")
+        # Each of the three processors logs its start from its own thread: stop after all.
+        wait_until(
+            lambda: log.read_text().count("starting after position") >= 3,
+            60,
+            "the three processors to start",
+        )
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=30) == 0
     finally:
