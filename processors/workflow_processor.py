@@ -145,9 +145,10 @@ class WorkflowProcessor(Processor):
             instance_id = event.stream[len(self._cancel_prefix) :]
         else:
             route = self.registration.inputs[event.type].route
-            instance_id = call_user("the route", route, message, metadata)
-            if not isinstance(instance_id, str) or not instance_id:
-                raise Skip(f"the route returned {instance_id!r:.200}, not an instance id")
+            routed = call_user("the route", route, message, metadata)
+            if not isinstance(routed, str) or not routed:
+                raise Skip(f"the route returned {routed!r:.200}, not an instance id")
+            instance_id = routed
         stream = streams.instance_stream(self.workflow.name, instance_id)
         w = work.get(stream)
         if w is None:

@@ -1,0 +1,162 @@
+"""Request and reply: publish an input, then wait for the workflow's ``Reply`` to it.
+
+A request is an ordinary input: it goes to a stream (by default ``inputs-<app name>``) with a
+fresh message id, and the workflows route it like any other, so it starts an instance or is
+delivered to a running one (update-with-start). The command processor copies every ``Reply``
+the input leads to into ``reply-<message id>``. The caller subscribes to the store's log from
+the request's own position (so nothing written after it can be missed, and nothing is polled),
+and takes the first event of that reply stream. It also watches the instance streams the
+request's routes name: an instance that records the request as ``Ignored`` (it had ended), or
+that fails or is cancelled by it without a reply, ends the wait at once
+(:class:`~decider.processors.errors.RequestNotAnswered`).
+
+Works on every store, also when the service runs in another process: the wait is the store's
+subscription (on SQLite one process sees another's appends within its poll interval).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from decider import Envelope, Metadata, event_id, new_id
+from decider.codec import event_kind
+from decider.processors import decoding, streams
+from decider.processors.errors import RequestNotAnswered, RequestTimeout
+from decider.stores.errors import CorruptEvent
+from decider.stores.protocol import ANY, CaughtUp, EventStore, Filter, NewEvent, Subscription
+
+if TYPE_CHECKING:
+    from decider.processors.app import App
+
+DEFAULT_TIMEOUT = 10.0
+"""Seconds :func:`request` waits for a reply unless told otherwise."""
+
+_UNANSWERED = frozenset({"Ignored", "Failed", "Cancelled"})
+"""Kinds of instance event that, caused by the request with no ``Replied`` before, mean that no
+reply will come."""
+
+
+@attrs.define
+class _Pending:
+    """A published request and the subscription its reply will come through."""
+
+    message_type: str
+    message_id: str
+    reply_stream: str
+    instances: tuple[str, ...]
+    subscription: Subscription
+
+
+def _publish(
+    app: App, store: EventStore, message: object, stream: str | None, message_id: str | None
+) -> _Pending:
+    """Append ``message`` and open the subscription that waits for its reply."""
+    message_id = message_id or new_id("msg")
+    reply = streams.reply_stream(message_id)
+    target = streams.check_stream(stream or f"inputs-{app.name}")
+    metadata = Metadata(message_id=message_id)
+    type_name, data, encoded = app.codec.encode_envelope(Envelope(message, metadata))
+    instances = _instances(app, type_name, message, metadata)
+    event = NewEvent(event_id(target, message_id, 0), type_name, data, encoded)
+    # The reply comes after the request in the log, whoever writes it and whenever: from the
+    # request's own position on, nothing can be missed (a repeated request finds its stored
+    # position, so a reply written before this call is found too).
+    position = store.append(target, [event], ANY).position
+    subscription = store.subscribe(position, Filter(stream_prefixes=(reply, *instances)))
+    return _Pending(type_name, message_id, reply, instances, subscription)
+
+
+def _instances(app: App, type_name: str, message: object, metadata: Metadata) -> tuple[str, ...]:
+    """The instance streams the routes of ``app``'s workflows send ``message`` to."""
+    found = []
+    for name, registration in app.workflows.items():
+        entry = registration.inputs.get(type_name)
+        if entry is None:
+            continue
+        try:
+            instance_id = entry.route(message, metadata)
+            found.append(streams.instance_stream(name, instance_id))  # type: ignore[arg-type]
+        except Exception:  # the processor skips it, with the reason
+            continue
+    return tuple(found)
+
+
+def _wait(app: App, pending: _Pending, timeout: float) -> Any:
+    """The first reply of ``pending``; raises RequestTimeout or RequestNotAnswered."""
+    codec = app.codec
+    started = time.monotonic()
+    deadline = started + timeout
+    replied: set[str] = set()  # instances that recorded a Replied: its copy is on its way
+    subscription = pending.subscription
+    try:
+        while (remaining := deadline - time.monotonic()) > 0:
+            item = subscription.poll(remaining)
+            if item is None:
+                break  # timed out, or the subscription was stopped
+            if isinstance(item, CaughtUp):
+                continue
+            if item.stream == pending.reply_stream:
+                return decoding.decode_message(codec, item)
+            if item.stream not in pending.instances:
+                continue  # a stream whose name only starts like one watched
+            if decoding.causation_of(codec, item) != pending.message_id:
+                continue
+            kind = event_kind(item.type)
+            if kind == "Replied":
+                replied.add(item.stream)
+            elif kind in _UNANSWERED and item.stream not in replied:
+                try:
+                    reason = str(getattr(decoding.decode_event(codec, item), "reason", kind))
+                except CorruptEvent as exc:
+                    reason = f"{kind} ({exc.reason})"
+                raise RequestNotAnswered(
+                    pending.message_type, pending.message_id, item.stream, reason
+                )
+    finally:
+        subscription.stop()
+    raise RequestTimeout(
+        pending.message_type, pending.message_id, pending.instances, time.monotonic() - started
+    )
+
+
+def request(
+    app: App,
+    store: EventStore,
+    message: object,
+    *,
+    timeout: float = DEFAULT_TIMEOUT,
+    stream: str | None = None,
+    message_id: str | None = None,
+) -> Any:
+    """Publish ``message`` and return the first message the workflow replies to it.
+
+    See :meth:`App.request <decider.processors.app.App.request>`.
+    """
+    if timeout <= 0:
+        raise ValueError(f"timeout must be positive, got {timeout}")
+    return _wait(app, _publish(app, store, message, stream, message_id), timeout)
+
+
+async def request_async(
+    app: App,
+    store: EventStore,
+    message: object,
+    *,
+    timeout: float = DEFAULT_TIMEOUT,
+    stream: str | None = None,
+    message_id: str | None = None,
+) -> Any:
+    """:func:`request` for asyncio: the append and the wait run on a worker thread, so the
+    event loop goes on; cancelling the awaiting task stops the wait (the request stays
+    published)."""
+    if timeout <= 0:
+        raise ValueError(f"timeout must be positive, got {timeout}")
+    pending = await asyncio.to_thread(_publish, app, store, message, stream, message_id)
+    try:
+        return await asyncio.to_thread(_wait, app, pending, timeout)
+    finally:
+        pending.subscription.stop()  # a cancelled await leaves the thread waiting: wake it
