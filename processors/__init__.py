@@ -16,6 +16,8 @@ from decider.processors.errors import (
     NotParked,
     ProcessorDied,
     ProcessorError,
+    RequestNotAnswered,
+    RequestTimeout,
 )
 from decider.processors.messages import (
     CommandFailed,
@@ -58,6 +60,8 @@ __all__ = [
     "ParkedCommandRetried",
     "ProcessorDied",
     "ProcessorError",
+    "RequestNotAnswered",
+    "RequestTimeout",
     "RetryPolicy",
     "Route",
     "Service",
