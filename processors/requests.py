@@ -6,9 +6,10 @@ delivered to a running one (update-with-start). The command processor copies eve
 the input leads to into ``reply-<message id>``. The caller subscribes to the store's log from
 the request's own position (so nothing written after it can be missed, and nothing is polled),
 and takes the first event of that reply stream. It also watches the instance streams the
-request's routes name: an instance that records the request as ``Ignored`` (it had ended), or
-that fails or is cancelled by it without a reply, ends the wait at once
-(:class:`~decider.processors.errors.RequestNotAnswered`).
+request's routes name, and their workflow processors' skipped-input streams: an instance that
+records the request as ``Ignored`` (it had ended), or that fails or is cancelled by it without a
+reply, or a processor that skips it (``decide`` raised, under ``on_error="skip"``), ends the
+wait at once (:class:`~decider.processors.errors.RequestNotAnswered`).
 
 Works on every store, also when the service runs in another process: the wait is the store's
 subscription (on SQLite one process sees another's appends within its poll interval).
@@ -22,15 +23,27 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from decider import Envelope, Metadata, event_id, new_id
+from decider import REGISTRY, Envelope, Metadata, event_id, new_id
 from decider.codec import event_kind
 from decider.processors import decoding, streams
 from decider.processors.errors import RequestNotAnswered, RequestTimeout
+from decider.processors.messages import InputSkipped
 from decider.stores.errors import CorruptEvent
-from decider.stores.protocol import ANY, CaughtUp, EventStore, Filter, NewEvent, Subscription
+from decider.stores.protocol import (
+    ANY,
+    CaughtUp,
+    EventStore,
+    Filter,
+    NewEvent,
+    RecordedEvent,
+    Subscription,
+)
 
 if TYPE_CHECKING:
     from decider.processors.app import App
+
+SKIPPED = REGISTRY.name_of(InputSkipped)
+"""The stored type of a skip record, which ends the wait for the skipped request."""
 
 DEFAULT_TIMEOUT = 10.0
 """Seconds :func:`request` waits for a reply unless told otherwise."""
@@ -46,8 +59,11 @@ class _Pending:
 
     message_type: str
     message_id: str
+    event_id: str
     reply_stream: str
     instances: tuple[str, ...]
+    skipped: dict[str, str]
+    """The skipped-input streams of the workflow processors it goes to, with the instance."""
     subscription: Subscription
 
 
@@ -60,29 +76,35 @@ def _publish(
     target = streams.check_stream(stream or f"inputs-{app.name}")
     metadata = Metadata(message_id=message_id)
     type_name, data, encoded = app.codec.encode_envelope(Envelope(message, metadata))
-    instances = _instances(app, type_name, message, metadata)
+    routed = _instances(app, type_name, message, metadata)
+    instances = tuple(routed.values())
+    skipped = {
+        streams.skipped_stream(streams.workflow_processor_name(app.name, name)): instance
+        for name, instance in routed.items()
+    }
     event = NewEvent(event_id(target, message_id, 0), type_name, data, encoded)
     # The reply comes after the request in the log, whoever writes it and whenever: from the
     # request's own position on, nothing can be missed (a repeated request finds its stored
     # position, so a reply written before this call is found too).
     position = store.append(target, [event], ANY).position
-    subscription = store.subscribe(position, Filter(stream_prefixes=(reply, *instances)))
-    return _Pending(type_name, message_id, reply, instances, subscription)
+    watched = Filter(stream_prefixes=(reply, *instances, *skipped))
+    subscription = store.subscribe(position, watched)
+    return _Pending(type_name, message_id, str(event.id), reply, instances, skipped, subscription)
 
 
-def _instances(app: App, type_name: str, message: object, metadata: Metadata) -> tuple[str, ...]:
-    """The instance streams the routes of ``app``'s workflows send ``message`` to."""
-    found = []
+def _instances(app: App, type_name: str, message: object, metadata: Metadata) -> dict[str, str]:
+    """The instance streams the routes of ``app``'s workflows send ``message`` to, by workflow."""
+    found = {}
     for name, registration in app.workflows.items():
         entry = registration.inputs.get(type_name)
         if entry is None:
             continue
         try:
             instance_id = entry.route(message, metadata)
-            found.append(streams.instance_stream(name, instance_id))  # type: ignore[arg-type]
+            found[name] = streams.instance_stream(name, instance_id)  # type: ignore[arg-type]
         except Exception:  # the processor skips it, with the reason
             continue
-    return tuple(found)
+    return found
 
 
 def _wait(app: App, pending: _Pending, timeout: float) -> Any:
@@ -101,6 +123,17 @@ def _wait(app: App, pending: _Pending, timeout: float) -> Any:
                 continue
             if item.stream == pending.reply_stream:
                 return decoding.decode_message(codec, item)
+            if item.stream in pending.skipped:
+                skip = _skip_of(app, item)
+                if skip is not None and skip.event_id == pending.event_id:
+                    instance = pending.skipped[item.stream]
+                    raise RequestNotAnswered(
+                        pending.message_type,
+                        pending.message_id,
+                        instance,
+                        f"the input was skipped: {skip.reason}",
+                    )
+                continue
             if item.stream not in pending.instances:
                 continue  # a stream whose name only starts like one watched
             if decoding.causation_of(codec, item) != pending.message_id:
@@ -121,6 +154,17 @@ def _wait(app: App, pending: _Pending, timeout: float) -> Any:
     raise RequestTimeout(
         pending.message_type, pending.message_id, pending.instances, time.monotonic() - started
     )
+
+
+def _skip_of(app: App, record: RecordedEvent) -> InputSkipped | None:
+    """The skip record ``record`` holds (``None``: another kind of event, or unreadable)."""
+    if record.type != SKIPPED:
+        return None
+    try:
+        skip = decoding.decode_message(app.codec, record)
+    except CorruptEvent:
+        return None
+    return skip if isinstance(skip, InputSkipped) else None
 
 
 def request(

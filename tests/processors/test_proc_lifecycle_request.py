@@ -85,6 +85,17 @@ def test_a_request_to_an_ended_instance_is_not_answered_at_once(
     assert types(store, "Quote-q3")[-1] == "Ignored:quotes.AcceptQuote"
 
 
+def test_a_request_that_decide_rejects_is_not_answered_at_once(
+    store: EventStore, app_name: str
+) -> None:
+    app = make_app(app_name)
+    with Service(app, store, clock=FakeClock()), pytest.raises(RequestNotAnswered) as caught:
+        app.request(store, AcceptQuote(quote_id="nothing"), timeout=WAIT)
+    assert caught.value.instance == "Quote-nothing"
+    assert caught.value.reason.startswith("the input was skipped: ")
+    assert "AcceptQuote is not expected in state Initial()" in caught.value.reason
+
+
 def test_a_request_without_a_service_times_out_naming_the_instance(
     store: EventStore, app_name: str
 ) -> None:
