@@ -17,6 +17,7 @@ from decider.processors import RequestNotAnswered, show
 from decider.stores.protocol import EventStore
 from decider.stores.uri import open_store
 from samples.quotes.app import REQUESTS_STREAM, app
+from samples.quotes.caller import accept, ask_for_a_quote
 from samples.quotes.messages import AcceptQuote, Quote, QuoteAccepted, QuoteLine, RequestQuote
 from tests.support.postgres import PG_URI, fresh_schema
 from tests.support.service import ROOT, ServiceProcess, decider_command, service_env
@@ -65,6 +66,9 @@ def ask(quote_id: str) -> RequestQuote:
 def test_a_caller_waits_for_the_reply_of_a_service_in_another_process(
     store: EventStore, running: ServiceProcess
 ) -> None:
+    # The README's caller, as a user writes it.
+    assert ask_for_a_quote(store, "p0") == Quote(quote_id="p0", total_cents=1700, discount_cents=0)
+    assert asyncio.run(accept(store, "p0")).total_cents == 1700
     quote = app.request(store, ask("p1"), timeout=WAIT, stream=REQUESTS_STREAM)
     assert quote == Quote(quote_id="p1", total_cents=10530, discount_cents=1170)
     accepted = asyncio.run(app.request_async(store, AcceptQuote(quote_id="p1"), timeout=WAIT))
