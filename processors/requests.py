@@ -76,6 +76,10 @@ def _publish(
     target = streams.check_stream(stream or f"inputs-{app.name}")
     metadata = Metadata(message_id=message_id)
     type_name, data, encoded = app.codec.encode_envelope(Envelope(message, metadata))
+    if not any(type_name in r.inputs for r in app.workflows.values()):
+        raise ValueError(
+            f"no workflow of app {app.name!r} takes {type_name!r}: nothing would reply to it"
+        )
     routed = _instances(app, type_name, message, metadata)
     instances = tuple(routed.values())
     skipped = {

@@ -118,3 +118,6 @@ def test_a_request_without_a_service_times_out_naming_the_instance(
     assert types(store, "Quote-q4").count("Replied:quotes.Quote") == 1
     with pytest.raises(ValueError, match="timeout must be positive"):
         app.request(store, ask("q5"), timeout=0)
+    with pytest.raises(ValueError, match=r"no workflow of app '\w+' takes 'quotes.Quote'"):
+        app.request(store, Quote(quote_id="q6", total_cents=1, discount_cents=0))
+    assert all(e.type != "quotes.Quote" for e in store.read_stream(f"inputs-{app.name}"))
