@@ -153,7 +153,7 @@ def test_group_commit_is_used_on_transactional_stores(store: EventStore, app_nam
             batches.append(len(appends))
             return original(appends, checkpoint)
 
-        store.append_batch = spy  # type: ignore[method-assign]
+        store.append_batch = spy  # type: ignore[method-assign,assignment]
     n = 25
     for i in range(n):
         app.publish(store, report(i), REPORTS_STREAM)
