@@ -9,6 +9,7 @@ import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -57,6 +58,22 @@ def store(uri: str, running: ServiceProcess) -> Iterator[EventStore]:
         opened.close()
 
 
+def decider_json(uri: str, *arguments: str) -> Any:
+    """``decider ARGUMENTS --json`` on the quotes app and ``uri``, which must succeed."""
+    at = ["--app", "samples.quotes:app", "--store", uri, "--json"]
+    result = subprocess.run(
+        [*decider_command(), *arguments, *at],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=service_env(),
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
 def ask(quote_id: str) -> RequestQuote:
     return RequestQuote(
         quote_id=quote_id, customer_id="cust-9", lines=(QuoteLine(sku="teapot", quantity=3),)
@@ -83,18 +100,8 @@ def test_decider_cancel_cancels_a_running_instance_of_the_service(
     uri: str, store: EventStore, running: ServiceProcess
 ) -> None:
     assert isinstance(app.request(store, ask("p2"), timeout=WAIT), Quote)
-    arguments = ["cancel", "Quote-p2", "--reason", "changed my mind", "--json"]
-    result = subprocess.run(
-        [*decider_command(), *arguments, "--app", "samples.quotes:app", "--store", uri],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=service_env(),
-        timeout=60,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["already_requested"] is False
+    cancel = decider_json(uri, "cancel", "Quote-p2", "--reason", "changed my mind")
+    assert cancel["already_requested"] is False
 
     def cancelled() -> bool:
         running.check_alive()
@@ -104,4 +111,8 @@ def test_decider_cancel_cancels_a_running_instance_of_the_service(
     # The quote's expiry timer is pending; the instance has ended, so it will never fire.
     with pytest.raises(RequestNotAnswered, match="was cancelled"):
         app.request(store, AcceptQuote(quote_id="p2"), timeout=WAIT)
+    # The version of the code that began the instance, in Began's metadata.
+    shown = decider_json(uri, "show", "Quote-p2")
+    assert shown["events"][0]["type"] == "Began"
+    assert shown["events"][0]["metadata"]["workflow_version"] == "quotes-1"
     assert running.terminate(signal.SIGTERM) == 0
