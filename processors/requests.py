@@ -28,7 +28,6 @@ from decider.codec import event_kind
 from decider.processors import decoding, streams
 from decider.processors.errors import RequestNotAnswered, RequestTimeout
 from decider.processors.messages import InputSkipped
-from decider.processors.operations import default_input_stream
 from decider.stores.errors import CorruptEvent
 from decider.stores.protocol import (
     ANY,
@@ -74,7 +73,7 @@ def _publish(
     """Append ``message`` and open the subscription that waits for its reply."""
     message_id = message_id or new_id("msg")
     reply = streams.reply_stream(message_id)
-    target = streams.check_stream(stream or default_input_stream(app))
+    target = streams.check_stream(stream or streams.input_stream(app.name))
     metadata = Metadata(message_id=message_id)
     type_name, data, encoded = app.codec.encode_envelope(Envelope(message, metadata))
     if not any(type_name in r.inputs for r in app.workflows.values()):

@@ -26,6 +26,7 @@ from typing import Any
 import attrs
 
 from decider import (
+    REGISTRY,
     CancelRequested,
     InitiatedBy,
     Instance,
@@ -47,9 +48,12 @@ from decider.processors.base import Context, Outcome, Processor, Skip
 from decider.processors.cache import CachedInstance, InstanceCache
 from decider.processors.failures import UserCodeFailed, call_user
 from decider.processors.messages import COMMAND_FAILED
-from decider.processors.operations import CANCEL_TYPE, cancel_stream
 from decider.stores.errors import CorruptEvent
 from decider.stores.protocol import NO_STREAM, NewEvent, RecordedEvent, StreamAppend
+
+CANCEL_TYPE = REGISTRY.name_of(CancelRequested)
+"""The stored type name of :class:`decider.CancelRequested`, which every workflow processor
+reads (from its instances' cancel streams only)."""
 
 
 @attrs.define
@@ -77,7 +81,7 @@ class WorkflowProcessor(Processor):
         self.workflow = registration.workflow
         self.name = streams.workflow_processor_name(context.app.name, self.workflow.name)
         self.filter = decoding.workflow_filter({*registration.inputs, CANCEL_TYPE})
-        self._cancel_prefix = cancel_stream(streams.instance_prefix(self.workflow.name))
+        self._cancel_prefix = streams.cancel_stream(streams.instance_prefix(self.workflow.name))
         self._decides_cancel = CANCEL_TYPE in registration.inputs
         self.cache = InstanceCache(cache_size)
         self.group_commits = 0

@@ -44,6 +44,7 @@ from decider.stores.esdb import (
     checkpoint_event,
     map_error,
 )
+from decider.stores.names import CHECKPOINT
 from decider.stores.protocol import (
     ANY,
     NO_STREAM,
@@ -115,6 +116,9 @@ class TransactionalEsdbEventStore(EsdbEventStore):
         """
         for item in appends:
             validate_append(len(item.events), item.expected_revision)
+            self.name_rules.check_append(item.stream, item.events)
+        if checkpoint is not None:
+            self.name_rules.check(CHECKPOINT, checkpoint[0])
         self._check_open()
         if not all(_properties_only(e.metadata) for item in appends for e in item.events):
             return self._one_by_one(appends, checkpoint)
