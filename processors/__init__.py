@@ -24,6 +24,8 @@ from decider.processors.errors import (
     NotParked,
     ProcessorDied,
     ProcessorError,
+    RequestNotAnswered,
+    RequestTimeout,
 )
 from decider.processors.handler_status import HandlerStatus, handler_status
 from decider.processors.messages import (
@@ -72,6 +74,8 @@ __all__ = [
     "ParkedCommandRetried",
     "ProcessorDied",
     "ProcessorError",
+    "RequestNotAnswered",
+    "RequestTimeout",
     "RetryPolicy",
     "Route",
     "Service",

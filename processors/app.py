@@ -21,7 +21,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import attrs
 from returns.result import Result
@@ -41,6 +41,9 @@ from decider.processors.errors import AppDefinitionError
 from decider.processors.retry import HandlerFailure, RetryPolicy
 from decider.snapshots import state_type_of
 from decider.stores.protocol import ANY, EventStore, NewEvent
+
+if TYPE_CHECKING:
+    from decider.processors.operations import CancelRequest
 
 Route: TypeAlias = Callable[[Any, Metadata], "str | None"]
 """Maps an input and its metadata to the id of the instance it is for (``None``: none)."""
@@ -331,6 +334,77 @@ class App:
         if events:
             store.append(stream, events, ANY)
         return ids
+
+    def request(
+        self,
+        store: EventStore,
+        message: object,
+        *,
+        timeout: float = 10.0,
+        stream: str | None = None,
+        message_id: str | None = None,
+    ) -> Any:
+        """Publish ``message`` as an input and return the first message the workflow replies to
+        it (``Reply(...)`` in ``decide``); a service of the app must be running (in this
+        process or another).
+
+        The input goes to ``stream`` (default ``inputs-<app name>``) and is routed like any
+        other: it starts its instance or is delivered to the running one. The wait is a
+        subscription to the store, from the request's position. Raises
+        :class:`~decider.processors.errors.RequestTimeout` (naming the message id and the
+        instance) if no reply comes within ``timeout`` seconds, and
+        :class:`~decider.processors.errors.RequestNotAnswered` as soon as the instance records
+        the request without a reply (it had ended, or the request failed or cancelled it).
+        Retrying with the same ``message_id`` is the same input (it is handled once).
+        """
+        from decider.processors import requests  # here: requests imports App
+
+        return requests.request(
+            self, store, message, timeout=timeout, stream=stream, message_id=message_id
+        )
+
+    async def request_async(
+        self,
+        store: EventStore,
+        message: object,
+        *,
+        timeout: float = 10.0,
+        stream: str | None = None,
+        message_id: str | None = None,
+    ) -> Any:
+        """:meth:`request` for asyncio: ``await app.request_async(store, message)``; the
+        event loop is not blocked, and cancelling the task ends the wait."""
+        from decider.processors import requests  # here: requests imports App
+
+        return await requests.request_async(
+            self, store, message, timeout=timeout, stream=stream, message_id=message_id
+        )
+
+    def cancel(
+        self,
+        store: EventStore,
+        workflow: Workflow[Any, Any, Any] | str,
+        instance_id: str | None = None,
+        *,
+        reason: str,
+    ) -> CancelRequest:
+        """Ask a running instance to cancel, for ``reason``: ``app.cancel(store, order, "o-1",
+        reason=...)``, or with the instance's stream, ``app.cancel(store, "Order-o-1",
+        reason=...)``. The same as ``decider cancel``.
+
+        A ``decider.CancelRequested`` input is recorded in ``decider-cancel-<instance stream>``
+        (once per instance: a second request returns the first, ``already=True``); the
+        workflow processor delivers it: to ``decide`` if the workflow lists
+        :class:`~decider.CancelRequested` among its inputs (it compensates, then returns
+        ``Cancel(reason)``), else the instance is cancelled at once. Raises
+        :class:`~decider.processors.operations.OperationError` for a workflow the app does not
+        run, an instance with no events, or one that has ended.
+        """
+        from decider.processors import operations  # here: operations imports App
+
+        name = workflow if isinstance(workflow, str) else workflow.name
+        stream = name if instance_id is None else streams.instance_stream(name, instance_id)
+        return operations.request_cancel(store, self, stream, reason)
 
     # -- lookups --------------------------------------------------------------------------
 

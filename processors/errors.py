@@ -7,7 +7,9 @@
     ├── NotParked              retry_parked of a command that is not parked
     ├── ConflictsExhausted     an instance kept changing under the processor; it will resume
     ├── InvalidStreamName      a stream name built from data that no store can hold
-    └── ProcessorDied          a processor's thread ended while the service was running
+    ├── ProcessorDied          a processor's thread ended while the service was running
+    ├── RequestTimeout         app.request: no reply came in time (also a TimeoutError)
+    └── RequestNotAnswered     app.request: the instance ended or ignored it without a reply
 """
 
 from __future__ import annotations
@@ -62,3 +64,41 @@ class ProcessorDied(ProcessorError):
     def __init__(self, processor: str) -> None:
         self.processor = processor
         super().__init__(f"processor {processor!r} ended unexpectedly; the service stopped")
+
+
+class RequestTimeout(ProcessorError, TimeoutError):
+    """No reply to a request came within its timeout (see :meth:`App.request
+    <decider.processors.app.App.request>`).
+
+    ``message_id`` is the request's message id (its reply stream is ``reply-<message_id>``),
+    ``instances`` the instance streams its routes name. The request stays published: it may
+    still be handled, and a second request with the same ``message_id`` is the same input.
+    """
+
+    def __init__(
+        self, message_type: str, message_id: str, instances: tuple[str, ...], waited: float
+    ) -> None:
+        self.message_type = message_type
+        self.message_id = message_id
+        self.instances = instances
+        self.waited = waited
+        to = f" to instance {', '.join(instances)}" if instances else ""
+        super().__init__(
+            f"no reply to {message_type} (message id {message_id}){to} within {waited:.1f}s; "
+            "is a service of the app running?"
+        )
+
+
+class RequestNotAnswered(ProcessorError):
+    """The instance recorded a request without replying: it had ended (``Ignored``), or the
+    request ended it (``Failed``, ``Cancelled``). ``reason`` is the one recorded."""
+
+    def __init__(self, message_type: str, message_id: str, instance: str, reason: str) -> None:
+        self.message_type = message_type
+        self.message_id = message_id
+        self.instance = instance
+        self.reason = reason
+        super().__init__(
+            f"instance {instance} did not reply to {message_type} (message id {message_id}): "
+            f"{reason}"
+        )

@@ -150,7 +150,8 @@ class CancelRequest:
 
 
 def request_cancel(store: EventStore, app: App, instance_stream: str, reason: str) -> CancelRequest:
-    """Record a ``decider.CancelRequested`` input for a running instance (one per instance).
+    """Record a ``decider.CancelRequested`` input for a running instance (one per instance: a
+    repeated request returns the first, ``already=True``, also once the instance has ended).
 
     It goes to :func:`cancel_stream` with the instance id as correlation id, so the default
     route (:func:`~decider.processors.app.by_correlation`) delivers it to the instance. Raises
@@ -160,16 +161,16 @@ def request_cancel(store: EventStore, app: App, instance_stream: str, reason: st
     registration = app.workflow_of_stream(instance_stream)
     if registration is None:
         raise OperationError(f"{instance_stream!r} is not the stream of a workflow of {app.name!r}")
+    stream = cancel_stream(instance_stream)
+    existing = store.read_stream(stream, 0, 1)
+    if existing:  # first: a repeated request is answered the same after the instance ended
+        first = _cancel_reason(app, existing[0])
+        return CancelRequest(instance_stream, str(existing[0].id), first, True)
     status = _status(read_stream(store, instance_stream))
     if status is None:
         raise OperationError(f"instance {instance_stream!r} has no events")
     if status is not Lifecycle.RUNNING:
         raise OperationError(f"instance {instance_stream!r} is {status.value}, not running")
-    stream = cancel_stream(instance_stream)
-    existing = store.read_stream(stream, 0, 1)
-    if existing:
-        reason = _cancel_reason(app, existing[0])
-        return CancelRequest(instance_stream, str(existing[0].id), reason, True)
     instance_id = instance_stream[len(registration.stream_prefix) :]
     new = event_id(stream, "cancel", 0)
     data = _encode_cancel(app, reason)

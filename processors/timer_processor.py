@@ -10,6 +10,13 @@ Two threads: a reader follows the subscription and queues timers in a heap; the 
 the clock until the earliest is due or the reader brings a new one (no polling), fires what is
 due, and stores as checkpoint the position just before the oldest pending timer, so pending
 timers survive a restart (already fired ones are recognised by the idempotent append).
+
+A timer of an instance that has ended (completed, failed or cancelled) never fires: before
+firing, the firer reads the instance's events after the ``Scheduled`` one, and drops the timer
+if one of them ends the instance. Nothing is written for a dropped timer (the workflow would
+only record its message as ``Ignored``); it counts in :attr:`TimerProcessor.dropped`.
+WARNING: an instance that ends between that read and the append still gets the timer's
+message, which it records as ``Ignored``.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from datetime import datetime
 
 import attrs
 
+from decider.codec import event_kind
 from decider.processors import decoding, streams
 from decider.processors.base import Context, Outcome, Processor, Skip, Unit
 from decider.processors.clock import Signal
@@ -29,6 +37,8 @@ from decider.stores.errors import CorruptEvent
 from decider.stores.protocol import NO_STREAM, RecordedEvent, StreamAppend
 
 _IDLE_WAIT = 3600.0
+_ENDING_KINDS = frozenset({"Completed", "Failed", "Cancelled"})
+"""The kinds of workflow event that end an instance."""
 
 
 @attrs.frozen(order=True)
@@ -41,6 +51,10 @@ class PendingTimer:
     message_type: str = attrs.field(order=False)
     message: bytes = attrs.field(order=False)
     correlation_id: str | None = attrs.field(order=False)
+    stream: str = attrs.field(order=False, default="")
+    """The instance stream that scheduled it."""
+    revision: int = attrs.field(order=False, default=-1)
+    """The revision of its ``Scheduled`` event in :attr:`stream`."""
 
 
 class TimerProcessor(Processor):
@@ -52,6 +66,7 @@ class TimerProcessor(Processor):
         self.name = streams.timer_processor_name(app.name)
         self.filter = decoding.timer_filter(app.workflows)
         self.fired = 0
+        self.dropped = 0
         self._heap: list[PendingTimer] = []
         self._heap_lock = threading.Lock()
         # The checkpoint needs the oldest pending position, and the heap is ordered by due time:
@@ -160,6 +175,8 @@ class TimerProcessor(Processor):
             message_type=timer.message_type,
             message=timer.message,
             correlation_id=metadata.correlation_id,
+            stream=event.stream,
+            revision=event.revision,
         )
 
     # -- the firing thread ----------------------------------------------------------------
@@ -196,24 +213,51 @@ class TimerProcessor(Processor):
             read = self._read_position
             self._firing = len(due)
         checkpoint = read if oldest is None else oldest - 1
-        appends = [self._fired(timer) for timer in due]
-        if appends or (checkpoint is not None and checkpoint != self.committed):
-            try:
+        try:
+            live = self._not_ended(due) if due else []
+            appends = [self._fired(timer) for timer in live]
+            wrote = bool(appends) or (checkpoint is not None and checkpoint != self.committed)
+            if wrote:
                 self.commit_outcome(Outcome(appends, checkpoint), [])
-            except Exception:
-                with self._heap_lock:
-                    for timer in due:
-                        heapq.heappush(self._heap, timer)
-                raise
-            finally:
-                with self._heap_lock:
-                    self._firing = 0
-            if due:
-                with self._heap_lock:
-                    self._fired_positions.update(t.position for t in due)
-                self.fired += len(due)
-                self.log.info("%s fired %d timer(s)", self.name, len(due))
+        except Exception:
+            with self._heap_lock:
+                for timer in due:
+                    heapq.heappush(self._heap, timer)
+            raise
+        finally:
+            with self._heap_lock:
+                self._firing = 0
+        if due:
+            with self._heap_lock:
+                self._fired_positions.update(t.position for t in due)
+            self.fired += len(live)
+            self.dropped += len(due) - len(live)
+            self.log.info(
+                "%s fired %d timer(s), dropped %d of ended instances",
+                self.name,
+                len(live),
+                len(due) - len(live),
+            )
+        if due or wrote:
             self.context.progress()
+
+    def _not_ended(self, due: list[PendingTimer]) -> list[PendingTimer]:
+        """The timers of ``due`` whose instance has not ended since it scheduled them."""
+        ended: dict[str, bool] = {}
+        live = []
+        for timer in due:
+            if timer.stream not in ended:
+                ended[timer.stream] = self._ended(timer)
+            if not ended[timer.stream]:
+                live.append(timer)
+        return live
+
+    def _ended(self, timer: PendingTimer) -> bool:
+        """Whether an event after ``timer``'s ``Scheduled`` ended its instance."""
+        if not timer.stream:
+            return False
+        later = self.context.store.read_stream(timer.stream, timer.revision + 1)
+        return any(event_kind(record.type) in _ENDING_KINDS for record in later)
 
     def _oldest_pending(self, leaving: set[int]) -> int | None:
         """The smallest position of a queued timer not fired and not in ``leaving`` (being

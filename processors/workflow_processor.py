@@ -7,6 +7,15 @@ revision as the expected revision. Two inputs for one instance in a batch chain 
 decided on the state after the first, and the stream gets one append of both). Committing, the
 conflict loop (each input redone on its reloaded instance) and the skip records belong to the
 engine (:mod:`decider.processors.base`).
+
+Lifecycles: an instance that ends (completed, failed or cancelled) leaves the cache, and an
+input that still comes is recorded as ``Ignored`` (:func:`decider.handle`). Every workflow
+processor also reads ``decider.CancelRequested``, but only from the cancel streams of its own
+instances (``decider-cancel-<instance stream>``, written by :meth:`App.cancel
+<decider.processors.app.App.cancel>` and ``decider cancel``): the request goes to the instance
+the stream names, through :func:`decider.handle_cancel` (``decide`` gets it if the workflow
+lists it among its inputs, else the instance is cancelled at once). The ``Began`` event of a
+workflow with a ``version`` records it in its metadata (:func:`decider.began_version`).
 """
 
 from __future__ import annotations
@@ -17,16 +26,19 @@ from typing import Any
 import attrs
 
 from decider import (
+    REGISTRY,
+    CancelRequested,
     InitiatedBy,
     Instance,
-    Lifecycle,
     Metadata,
     Received,
     Scheduled,
     WorkflowEvent,
     advance,
+    began_version,
     event_id,
     handle,
+    handle_cancel,
     start,
 )
 from decider.codec import stored_type
@@ -39,6 +51,10 @@ from decider.processors.messages import COMMAND_FAILED
 from decider.processors.snapshots import Snapshots
 from decider.stores.errors import CorruptEvent
 from decider.stores.protocol import NO_STREAM, NewEvent, RecordedEvent, StreamAppend
+
+CANCEL_TYPE = REGISTRY.name_of(CancelRequested)
+"""The stored type name of :class:`decider.CancelRequested`, which every workflow processor
+reads (from its instances' cancel streams only)."""
 
 
 @attrs.define
@@ -65,7 +81,9 @@ class WorkflowProcessor(Processor):
         self.registration = registration
         self.workflow = registration.workflow
         self.name = streams.workflow_processor_name(context.app.name, self.workflow.name)
-        self.filter = decoding.workflow_filter(registration.inputs)
+        self.filter = decoding.workflow_filter({*registration.inputs, CANCEL_TYPE})
+        self._cancel_prefix = streams.cancel_stream(streams.instance_prefix(self.workflow.name))
+        self._decides_cancel = CANCEL_TYPE in registration.inputs
         self.cache = InstanceCache(cache_size)
         self.snapshots = Snapshots(self.workflow, context.app.codec, context.store, self.log)
         self.group_commits = 0
@@ -101,7 +119,7 @@ class WorkflowProcessor(Processor):
         self.group_commits += grouped
         for stream, w in work.items():
             self.snapshots.committed(stream, w.base_revision + 1, w.instance, w.handled, w.added)
-            if w.instance.status is Lifecycle.COMPLETED:
+            if w.instance.status.terminal:
                 # Nothing more is decided for it: an input that still comes is recorded as
                 # Ignored after a read of its stream. The cache keeps the instances that work.
                 self.cache.discard(stream)
@@ -117,6 +135,9 @@ class WorkflowProcessor(Processor):
             self.workflow.name
         ):
             return  # a failure fed back to another workflow's instance
+        cancel = event.type == CANCEL_TYPE
+        if cancel and not event.stream.startswith(self._cancel_prefix):
+            return  # a request for another workflow's instance, or not from a cancel stream
         codec = self.context.app.codec
         try:
             metadata = decoding.input_metadata(codec, event)
@@ -126,10 +147,15 @@ class WorkflowProcessor(Processor):
             message = decoding.decode_message(codec, event)
         except CorruptEvent as exc:
             raise Skip(f"cannot decode the input: {exc.reason}") from exc
-        route = self.registration.inputs[event.type].route
-        instance_id = call_user("the route", route, message, metadata)
-        if not isinstance(instance_id, str) or not instance_id:
-            raise Skip(f"the route returned {instance_id!r:.200}, not an instance id")
+        if cancel:
+            # The cancel stream names the instance: no route is asked.
+            instance_id = event.stream[len(self._cancel_prefix) :]
+        else:
+            route = self.registration.inputs[event.type].route
+            routed = call_user("the route", route, message, metadata)
+            if not isinstance(routed, str) or not routed:
+                raise Skip(f"the route returned {routed!r:.200}, not an instance id")
+            instance_id = routed
         stream = streams.instance_stream(self.workflow.name, instance_id)
         w = work.get(stream)
         if w is None:
@@ -141,9 +167,7 @@ class WorkflowProcessor(Processor):
                 self.log.debug("%s: %s already handled %s", self.name, stream, metadata.message_id)
                 return
             try:
-                events = call_user(
-                    "deciding on the input", handle, self.workflow, w.instance, message
-                )
+                events = self._handle(w.instance, message, cancel=cancel)
                 new = call_user(
                     "encoding what decide returned",
                     self._encode,
@@ -165,6 +189,18 @@ class WorkflowProcessor(Processor):
         w.added.add(metadata.message_id)
         w.events.extend(new)
         self.handled += 1
+
+    def _handle(self, instance: Instance[Any], message: Any, *, cancel: bool) -> list[Any]:
+        """The events ``message`` adds to ``instance`` (a cancel request's, if ``cancel``)."""
+        if not cancel:
+            return call_user("deciding on the input", handle, self.workflow, instance, message)
+        if not isinstance(message, CancelRequested):
+            raise Skip(f"a cancel request decoded as {type(message).__name__}")
+        workflow, decides = self.workflow, self._decides_cancel
+        return call_user(
+            "deciding on the cancel request",
+            lambda: handle_cancel(workflow, instance, message, decides=decides),
+        )
 
     def _encode(  # noqa: PLR0917
         self,
@@ -197,6 +233,7 @@ class WorkflowProcessor(Processor):
                 correlation_id=instance_id,
                 causation_id=cause,
                 recorded_at=recorded_at,
+                workflow_version=began_version(self.workflow, wf_event),
             )
             new.append(NewEvent(new_id, type_name, data, codec.encode_metadata(event_metadata)))
         return new

@@ -11,6 +11,7 @@ SOURCES = [
     ROOT / "samples/traffic_fine/workflow.py",
     ROOT / "tests/samples/test_traffic_fine.py",
     ROOT / "samples/traffic_fine/app.py",
+    ROOT / "samples/quotes/caller.py",
 ]
 
 

@@ -1,9 +1,9 @@
 """The order-fulfilment sample as a runnable App: the workflow, its handlers and its routes.
 
 ``decider run --app samples.order_fulfilment:app`` runs it. Orders come in on the ``orders``
-stream (:data:`ORDERS_STREAM`), a customer's cancellation as a ``decider.CancelRequested``
-whose correlation id is the order id. The handlers stand in for the services an order needs,
-with rules simple enough to steer a demo:
+stream (:data:`ORDERS_STREAM`); a customer's cancellation is a ``decider.CancelRequested``,
+recorded by ``app.cancel(store, workflow, order_id, reason=...)`` or ``decider cancel``. The
+handlers stand in for the services an order needs, with rules simple enough to steer a demo:
 
 - the payment provider confirms every charge, except for orders whose id starts with
   ``slow-`` (:data:`SLOW_PAYMENT`): those are accepted and never confirmed, so the payment

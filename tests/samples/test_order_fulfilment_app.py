@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from decider import CancelRequested, Lifecycle
+from decider import Lifecycle
 from decider.processors import FakeClock, Service, show
 from decider.processors.cli import main
 from decider.processors.cli.loading import load_app
@@ -83,12 +83,7 @@ def test_orders_are_fulfilled_refunded_timed_out_and_cancelled(store: EventStore
         )
         assert service.wait_idle(30)
         # The customer cancels an order whose payment is still awaited.
-        app.publish(
-            store,
-            CancelRequested(reason=CUSTOMER_REASON),
-            "cancellations",
-            correlation_id="slow-changed-mind",
-        )
+        app.cancel(store, workflow, "slow-changed-mind", reason=CUSTOMER_REASON)
         assert service.wait_until(
             lambda: _status(store, app, "slow-changed-mind") is Lifecycle.CANCELLED, 30
         )
