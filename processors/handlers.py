@@ -16,6 +16,7 @@ import attrs
 from returns.result import Failure, Result, Success
 
 from decider.codec import describe
+from decider.processors import telemetry
 from decider.processors.app import HandlerRegistration
 from decider.processors.base import Context
 from decider.processors.failures import is_interrupt
@@ -72,7 +73,14 @@ class HandlerRunner:
         attempt = 0
         while True:
             attempt += 1
-            outcome = invoke(handler, command, command_id)
+            # The one place a handler is invoked: its span, latency and retry count.
+            outcome = telemetry.call_handler(
+                self.name,
+                handler.type_name,
+                command_id,
+                attempt,
+                lambda: invoke(handler, command, command_id),
+            )
             if not isinstance(outcome, HandlerFailure):
                 try:
                     return Carried(to_appends(outcome))

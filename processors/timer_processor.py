@@ -22,7 +22,8 @@ from datetime import datetime
 
 import attrs
 
-from decider.processors import decoding, streams
+from decider import Metadata
+from decider.processors import decoding, streams, telemetry
 from decider.processors.base import Context, Outcome, Processor, Skip, Unit
 from decider.processors.clock import Signal
 from decider.stores.errors import CorruptEvent
@@ -41,6 +42,8 @@ class PendingTimer:
     message_type: str = attrs.field(order=False)
     message: bytes = attrs.field(order=False)
     correlation_id: str | None = attrs.field(order=False)
+    trace: Metadata | None = attrs.field(order=False, default=None)
+    """The ``Scheduled`` event's metadata, for its trace context (the firing continues it)."""
 
 
 class TimerProcessor(Processor):
@@ -160,6 +163,7 @@ class TimerProcessor(Processor):
             message_type=timer.message_type,
             message=timer.message,
             correlation_id=metadata.correlation_id,
+            trace=metadata if metadata.traceparent is not None else None,
         )
 
     # -- the firing thread ----------------------------------------------------------------
@@ -232,7 +236,8 @@ class TimerProcessor(Processor):
 
     def _fired(self, timer: PendingTimer) -> StreamAppend:
         stream = streams.timer_stream(timer.scheduled_id)
-        new = self.copied(
-            stream, timer.scheduled_id, timer.message_type, timer.message, timer.correlation_id
-        )
+        with telemetry.timer_span(self.name, stream, timer.scheduled_id, timer.trace):
+            new = self.copied(
+                stream, timer.scheduled_id, timer.message_type, timer.message, timer.correlation_id
+            )
         return StreamAppend(stream, [new], NO_STREAM)
