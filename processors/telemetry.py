@@ -73,8 +73,14 @@ INPUTS = _METER.create_counter(
 )
 """Counter: the inputs each processor handled (attribute ``decider.processor``)."""
 
+DURATION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+"""The bucket bounds (seconds) advised for the duration histograms."""
+
 HANDLER_DURATION = _METER.create_histogram(
-    "decider.handler.duration", unit="s", description="How long one call of a handler took."
+    "decider.handler.duration",
+    unit="s",
+    description="How long one call of a handler took.",
+    explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
 )
 """Histogram: seconds per handler call (``decider.processor``, ``decider.command.type``,
 ``decider.outcome``: ``ok``, ``failed`` or ``rejected``)."""
@@ -85,7 +91,10 @@ RETRIES = _METER.create_counter(
 """Counter: handler calls after the first for one command (``decider.command.type``)."""
 
 COMMIT_DURATION = _METER.create_histogram(
-    "decider.commit.duration", unit="s", description="How long one commit of a processor took."
+    "decider.commit.duration",
+    unit="s",
+    description="How long one commit of a processor took.",
+    explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
 )
 """Histogram: seconds per commit, the appends and the checkpoint (``decider.processor``)."""
 
