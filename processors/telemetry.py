@@ -100,10 +100,12 @@ COMMIT_DURATION = _METER.create_histogram(
 
 
 class _Tracer:
-    """The global tracer, looked up again when the global provider changes (so a provider set
-    after this module is imported, or replaced by a test, is used)."""
+    """The tracer of decider's spans: from the provider given to :func:`set_tracer_provider`,
+    else the global one, looked up again when that changes (so a provider set after this
+    module is imported is used)."""
 
     def __init__(self) -> None:
+        self.chosen: trace.TracerProvider | None = None
         self._provider: object = None
         self._tracer: trace.Tracer = trace.NoOpTracer()
         self._active = False
@@ -111,7 +113,7 @@ class _Tracer:
 
     def get(self) -> tuple[trace.Tracer, bool]:
         """The tracer, and whether an SDK (anything but the API's default) provides it."""
-        provider = trace.get_tracer_provider()
+        provider = self.chosen or trace.get_tracer_provider()
         if provider is not self._provider:
             with self._lock:
                 self._tracer = provider.get_tracer(SCOPE)
@@ -126,8 +128,15 @@ _TRACER = _Tracer()
 _LINKS = threading.local()
 
 
+def set_tracer_provider(provider: trace.TracerProvider | None) -> None:
+    """Make ``provider`` the source of decider's spans (``None``: the global provider again),
+    for an application that keeps its SDK provider out of the global one, and for tests."""
+    _TRACER.chosen = provider
+
+
 def tracing() -> bool:
-    """Whether spans are recorded: an OpenTelemetry SDK's tracer provider is set globally."""
+    """Whether spans are recorded: an OpenTelemetry SDK's tracer provider is set (globally, or
+    by :func:`set_tracer_provider`)."""
     return _TRACER.get()[1]
 
 
