@@ -201,4 +201,13 @@ def test_the_metrics_endpoint_shows_lag_and_handler_latency_during_a_run(
     assert running_instances == 1
     assert value(samples, "decider_processor_inputs", "decider_processor_inputs_total",
                  decider_processor=workflow) == 2  # fmt: skip
+
+    # Held longer than its progress_within, the instance counts as stuck.
+    def stuck() -> float | None:
+        return value(
+            scrape(port), "decider_instances_stuck", "decider_instances_stuck",
+            decider_workflow="IssueTrafficFineForSpeedingViolation",
+        )  # fmt: skip
+
+    wait_until(lambda: running.check_alive() or stuck() == 1, timeout=30, what="a stuck count")
     assert running.terminate() == 0

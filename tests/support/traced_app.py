@@ -9,6 +9,7 @@ work pending, until the test stops it and a second process (without the variable
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 
 from returns.result import Failure, Result, Success
 
@@ -28,6 +29,9 @@ from tests.support.tracing import export_spans_from_env
 
 HOLD_ENV = "DECIDER_TEST_HOLD"
 """Set (non-empty): the code handler fails, and is retried only after a minute."""
+
+STUCK_AFTER = timedelta(seconds=1)
+"""The fines' ``progress_within``: a held instance is soon stuck."""
 
 REPORTS = "police-reports"
 """Where the tests publish the police reports."""
@@ -62,6 +66,7 @@ app.workflow(
         TrafficFineSystemNumberGenerated: by_correlation,
         TrafficFineManualIdentificationCodeGenerated: by_correlation,
     },
+    progress_within=STUCK_AFTER,
 )
 app.add_handler(GenerateTrafficFineSystemNumber, generate_system_number)
 app.add_handler(
