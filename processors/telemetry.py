@@ -65,6 +65,9 @@ SYSTEM = "decider"
 MAX_LINKS = 128
 """How many input spans a commit span links to at most (a batch may hold more inputs)."""
 
+RECHECK_EVERY = 1.0
+"""Seconds between two looks at the global tracer provider."""
+
 _PROPAGATOR = TraceContextTextMapPropagator()
 _METER = metrics.get_meter(SCOPE)
 
@@ -101,27 +104,38 @@ COMMIT_DURATION = _METER.create_histogram(
 
 class _Tracer:
     """The tracer of decider's spans: from the provider given to :func:`set_tracer_provider`,
-    else the global one, looked up again when that changes (so a provider set after this
-    module is imported is used)."""
+    else the global one, looked up again at most every :data:`RECHECK_EVERY` seconds (so a
+    provider set after this module is imported is used; the API's lookup costs microseconds)."""
 
     def __init__(self) -> None:
         self.chosen: trace.TracerProvider | None = None
         self._provider: object = None
         self._tracer: trace.Tracer = trace.NoOpTracer()
         self._active = False
+        self._recheck_at = 0.0
         self._lock = threading.Lock()
+
+    def choose(self, provider: trace.TracerProvider | None) -> None:
+        """Use ``provider`` (``None``: the global one) from now on."""
+        with self._lock:
+            self.chosen = provider
+            self._recheck_at = 0.0
 
     def get(self) -> tuple[trace.Tracer, bool]:
         """The tracer, and whether an SDK (anything but the API's default) provides it."""
-        provider = self.chosen or trace.get_tracer_provider()
-        if provider is not self._provider:
-            with self._lock:
+        now = time.monotonic()
+        if now < self._recheck_at:
+            return self._tracer, self._active
+        with self._lock:
+            provider = self.chosen or trace.get_tracer_provider()
+            if provider is not self._provider:
                 self._tracer = provider.get_tracer(SCOPE)
                 self._active = not isinstance(
                     provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider
                 )
                 self._provider = provider
-        return self._tracer, self._active
+            self._recheck_at = now + RECHECK_EVERY
+            return self._tracer, self._active
 
 
 _TRACER = _Tracer()
@@ -131,7 +145,7 @@ _LINKS = threading.local()
 def set_tracer_provider(provider: trace.TracerProvider | None) -> None:
     """Make ``provider`` the source of decider's spans (``None``: the global provider again),
     for an application that keeps its SDK provider out of the global one, and for tests."""
-    _TRACER.chosen = provider
+    _TRACER.choose(provider)
 
 
 def tracing() -> bool:
@@ -193,8 +207,7 @@ def _messaging(operation: str, stream: str, processor: str | None = None) -> dic
     return attributes
 
 
-@contextlib.contextmanager
-def input_span(processor: str, event: RecordedEvent) -> Iterator[None]:
+def input_span(processor: str, event: RecordedEvent) -> contextlib.AbstractContextManager[None]:
     """Around the handling of one input: a ``process <stream>`` span whose parent is the trace
     context stored with ``event``, current while the input is handled (so what it writes
     carries it); counted in :data:`INPUTS`.
@@ -205,8 +218,21 @@ def input_span(processor: str, event: RecordedEvent) -> Iterator[None]:
     tracer, active = _TRACER.get()
     parent = _stored_context(event.metadata)
     if parent is None and not active:
-        yield
-        return
+        return _NOTHING
+    return _input_span(tracer, active, parent, processor, event)
+
+
+_NOTHING = contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def _input_span(
+    tracer: trace.Tracer,
+    active: bool,
+    parent: otel_context.Context | None,
+    processor: str,
+    event: RecordedEvent,
+) -> Iterator[None]:
     attributes = _messaging("process", event.stream, processor)
     attributes["messaging.message.id"] = str(event.id)
     attributes["decider.message.type"] = event.type
