@@ -297,7 +297,7 @@ def endpoint(port: int | None, host: str = "127.0.0.1") -> Iterator[int | None]:
         yield None
         return
     if not 0 <= port <= 65535:
-        raise ValueError(f"--metrics-port must be between 0 and 65535, got {port}")
+        raise ValueError(f"the metrics port must be between 0 and 65535, got {port}")
     try:
         import prometheus_client
         from opentelemetry.exporter.prometheus import PrometheusMetricReader
@@ -319,7 +319,9 @@ def endpoint(port: int | None, host: str = "127.0.0.1") -> Iterator[int | None]:
         server, thread = prometheus_client.start_http_server(port, addr=host)
     except OSError as exc:
         provider.shutdown()
-        raise ValueError(f"cannot serve metrics on {host}:{port}: {exc.strerror}") from None
+        raise ValueError(
+            f"cannot serve metrics on port {port} of {host} ({exc.strerror})"
+        ) from None
     try:
         yield int(server.server_port)
     finally:
