@@ -1,20 +1,27 @@
-"""Figure 3c/3d: ``PostgresEventStore.append`` against raw psycopg with the same durability.
+"""Figures 3c-3g: ``PostgresEventStore.append`` against raw psycopg with the same durability.
 
 The PostgreSQL twin of :mod:`benchmarks.append`. Both sides write the same rows (a
 traffic-fine ``Sent`` event with its metadata) into the store's own table definition, each in
 a fresh schema of its own (:func:`benchmarks.pg.fresh_schema`, dropped after the round), with
 the same ``synchronous_commit`` (``on``: every commit waits for its WAL flush). The subject
 appends through the store with an exact expected revision: per call one transaction of the
-advisory lock, the revision check, the insert (with its ``NOTIFY``) and the commit, sent in
-pipeline mode. The baseline is what a hand-written psycopg program does on an autocommit
-connection: ``BEGIN; INSERT; COMMIT``, one round trip each (or ``executemany`` for a batch).
-Creating the schema and connecting are not timed. The baseline's single-append rate is
-``R_pg``, the yardstick of the PostgreSQL end-to-end figure.
+revision check, the insert, the lock on its id and the commit, sent in pipeline mode (its
+``NOTIFY`` goes from another thread, coalesced). The baseline is what a hand-written psycopg
+program does on an autocommit connection: ``BEGIN; INSERT; COMMIT``, one round trip each (or
+``executemany`` for a batch). Creating the schema and connecting are not timed. The baseline's
+single-append rate is ``R_pg``, the yardstick of the PostgreSQL end-to-end figure.
+
+3e-3g: 1, 4 and 16 writer threads at once, each appending single events to a stream of its own
+(store: one store object shared by the threads, a connection per thread; raw: a connection per
+thread). The target: at 16 writers the store keeps >= 0.6x the raw rate, and its rate rises
+with writers (the old schema-wide lock kept it flat).
 """
 
 from __future__ import annotations
 
+import itertools
 import statistics
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
@@ -24,13 +31,20 @@ import psycopg
 from psycopg import sql
 
 from benchmarks.append import STREAM, sample_events
-from benchmarks.harness import Figure, Prepared, Result, compare_median_prepared, timed
+from benchmarks.harness import (
+    Figure,
+    Prepared,
+    Result,
+    Target,
+    compare_median_prepared,
+    timed,
+)
 from benchmarks.pg import CONNECT_TIMEOUT, fresh_schema, redact
 from decider.stores import NO_STREAM, ExpectedRevision, NewEvent
 from decider.stores._postgres_sql import Statements
 from decider.stores.postgres import PostgresEventStore
 
-Row = tuple[str, int, Any, str, bytes, bytes, datetime]
+Row = tuple[int, str, int, Any, str, bytes, bytes, datetime]
 Side = Callable[[str], AbstractContextManager[Callable[[], None]]]
 
 _COLUMNS = "stream, revision, event_id, type, data, metadata"
@@ -39,15 +53,18 @@ _COLUMNS = "stream, revision, event_id, type, data, metadata"
 def _rows(events: list[NewEvent]) -> list[Row]:
     now = datetime.now(UTC)
     return [
-        (STREAM, revision, e.id, e.type, e.data, e.metadata, now)
+        (0, STREAM, revision, e.id, e.type, e.data, e.metadata, now)
         for revision, e in enumerate(events)
     ]
 
 
 def _insert(schema: str) -> sql.Composed:
+    # The table's position is the transaction id shifted, plus the row's index in it.
     return sql.SQL(
-        "INSERT INTO {}.events (stream, revision, event_id, type, data, metadata, recorded_at)"
-        " VALUES (%s, %s, %s, %s, %s, %s, %s)"
+        "INSERT INTO {}.events"
+        " (position, stream, revision, event_id, type, data, metadata, recorded_at)"
+        " VALUES ((pg_current_xact_id()::text::bigint << 20)"
+        " + %s, %s, %s, %s, %s, %s, %s, %s)"
     ).format(sql.Identifier(schema))
 
 
@@ -110,7 +127,8 @@ def raw_side(conninfo: str, rows: list[Row], batch: int, synchronous_commit: str
             cursor = connection.cursor()
             for start in range(0, len(rows), batch):
                 connection.execute("BEGIN")
-                cursor.executemany(insert, rows[start : start + batch])
+                chunk = rows[start : start + batch]
+                cursor.executemany(insert, [(i, *row[1:]) for i, row in enumerate(chunk)])
                 connection.execute("COMMIT")
 
         try:
@@ -237,3 +255,148 @@ def measure(
             extra={"calls_per_round": batches, "events_per_call": batch, **common},
         ),
     ]
+
+
+WRITERS = (1, 4, 16)
+"""The writer counts of figures 3e-3g."""
+
+CONCURRENT_TARGET = 0.6
+"""At 16 writers the store keeps at least this share of the raw rate."""
+
+
+def _run_writers(count: int, work: Callable[[int], None]) -> None:
+    """``work(i)`` in ``count`` threads started together; re-raise the first failure."""
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(count)
+
+    def body(index: int) -> None:
+        try:
+            barrier.wait()
+            work(index)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=body, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+
+
+def concurrent_store_side(
+    conninfo: str, events: list[NewEvent], writers: int, synchronous_commit: str
+) -> Side:
+    """``writers`` threads share one store; each appends its share of ``events`` one by one,
+    with exact revisions, to a stream of its own (each thread's connection is opened by its
+    first append, inside the timing: a few ms per round)."""
+
+    @contextmanager
+    def side(schema: str) -> Iterator[Callable[[], None]]:
+        store = PostgresEventStore(conninfo, schema=schema, synchronous_commit=synchronous_commit)
+        shares = [events[i::writers] for i in range(writers)]
+
+        def writer(index: int) -> None:
+            expected: ExpectedRevision = NO_STREAM
+            stream = f"{STREAM}-{index}"
+            for event in shares[index]:
+                expected = store.append(stream, [event], expected).next_expected_revision
+
+        try:
+            yield lambda: _run_writers(writers, writer)
+        finally:
+            store.close()
+
+    return side
+
+
+def concurrent_raw_side(
+    conninfo: str, events: list[NewEvent], writers: int, synchronous_commit: str
+) -> Side:
+    """``writers`` threads, a connection each: ``BEGIN; INSERT; COMMIT`` per row, raw psycopg."""
+
+    @contextmanager
+    def side(schema: str) -> Iterator[Callable[[], None]]:
+        connections = [raw_connection(conninfo, schema, synchronous_commit) for _ in range(writers)]
+        insert = _insert(schema).as_string(connections[0])
+        now = datetime.now(UTC)
+        shares = [
+            [
+                (0, f"{STREAM}-{i}", revision, e.id, e.type, e.data, e.metadata, now)
+                for revision, e in enumerate(events[i::writers])
+            ]
+            for i in range(writers)
+        ]
+
+        def writer(index: int) -> None:
+            execute = connections[index].execute
+            for row in shares[index]:
+                execute("BEGIN")
+                execute(insert, row)
+                execute("COMMIT")
+
+        try:
+            yield lambda: _run_writers(writers, writer)
+        finally:
+            for connection in connections:
+                connection.close()
+
+    return side
+
+
+def measure_concurrent(
+    conninfo: str,
+    appends: int,
+    rounds: int,
+    writers: tuple[int, ...] = WRITERS,
+    synchronous_commit: str = "on",
+) -> list[Result]:
+    """Figures 3e-3g: ``appends`` single-event appends per round, spread over 1, 4 and 16
+    writer threads, store against raw psycopg (median of interleaved rounds)."""
+    events = sample_events(appends)
+    version = _server_version(conninfo)
+    figures: list[Result] = []
+    rates: list[float] = []
+    for count in writers:
+        subject, baseline = compare_median_prepared(
+            in_fresh_schema(
+                conninfo, concurrent_store_side(conninfo, events, count, synchronous_commit)
+            ),
+            in_fresh_schema(
+                conninfo, concurrent_raw_side(conninfo, events, count, synchronous_commit)
+            ),
+            rounds,
+        )
+        rates.append(appends / subject)
+        rising = all(a < b for a, b in itertools.pairwise(rates))
+        figures.append(
+            Figure(
+                key=f"append_pg_writers_{count}",
+                title=f"3{'efg'[writers.index(count)]}. PostgreSQL append, {count} writers",
+                unit="appends/s",
+                rate=appends / subject,
+                baseline=(
+                    f"raw psycopg BEGIN+INSERT+COMMIT, {count} connections"
+                    f" (synchronous_commit={synchronous_commit})"
+                ),
+                baseline_rate=appends / baseline,
+                ratio=baseline / subject,
+                ratio_is="store rate / raw rate (higher is better)",
+                target=Target(">=", CONCURRENT_TARGET) if count == max(writers) else None,
+                note=(
+                    f"{count} threads, one stream each, {appends} appends per round;"
+                    f" store rate rising with writers so far: {rising} (PostgreSQL {version})"
+                ),
+                extra={
+                    "writers": count,
+                    "appends_per_round": appends,
+                    "rounds": rounds,
+                    "rising_with_writers": rising,
+                    "server": redact(conninfo),
+                    "server_version": version,
+                    "synchronous_commit": synchronous_commit,
+                },
+            )
+        )
+    return figures

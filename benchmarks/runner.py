@@ -4,7 +4,7 @@
 it exercises every code path in well under a minute and says nothing reliable about speed.
 The full mode uses the sizes the targets are stated for.
 
-PostgreSQL (figures 3c, 3d and its end-to-end run) is part of every mode unless left out
+PostgreSQL (figures 3c-3g and its end-to-end run) is part of every mode unless left out
 (``postgres=False``, ``--no-postgres``); when it is in, the server must answer before anything
 runs, or :class:`~benchmarks.pg.PostgresUnavailable` says which server did not.
 """
@@ -24,7 +24,7 @@ import attrs
 from benchmarks import pg
 from benchmarks.harness import Figure, Pending, Result
 
-ALL_FIGURES: tuple[str, ...] = ("core", "codec", "append", "latency", "e2e")
+ALL_FIGURES: tuple[str, ...] = ("core", "codec", "append", "latency", "e2e", "pool")
 """The names of the benchmark groups, in the order they run."""
 
 _USE_POSTGRES = ("append", "e2e")
@@ -49,6 +49,13 @@ class Sizes:
     e2e_postgres: tuple[int, ...]
     e2e_timeout: float
     e2e_repeats: int
+    pool_sizes: tuple[tuple[int, int], ...] = ()
+    """Figure 6a: (pool size, workflows) pairs."""
+    pool_hol: int = 0
+    pool_crash: int = 0
+    pool_instant: int = 0
+    pool_per_worker: int = 10
+    """Figure 6e: calls per worker."""
 
 
 QUICK = Sizes(
@@ -67,6 +74,10 @@ QUICK = Sizes(
     e2e_postgres=(100,),
     e2e_timeout=60.0,
     e2e_repeats=1,
+    pool_sizes=((1, 10), (4, 20), (16, 40), (64, 64)),
+    pool_hol=64,
+    pool_crash=40,
+    pool_instant=100,
 )
 """The smoke-test sizes: every path runs, in seconds."""
 
@@ -86,6 +97,11 @@ FULL = Sizes(
     e2e_postgres=(1_000,),
     e2e_timeout=180.0,
     e2e_repeats=3,
+    pool_sizes=((1, 50), (4, 200), (16, 800), (64, 2_000)),
+    pool_hol=400,
+    pool_crash=300,
+    pool_instant=1_000,
+    pool_per_worker=50,
 )
 """The sizes the targets are stated for."""
 
@@ -209,6 +225,9 @@ def _run_group(
                 results += append_postgres.measure(
                     pg_uri, sizes.append_calls, sizes.append_batches, sizes.append_rounds
                 )
+                results += append_postgres.measure_concurrent(
+                    pg_uri, sizes.append_calls, sizes.append_rounds
+                )
             return results
 
         return _pending_on_import_error("append", "3. store append", append)
@@ -220,6 +239,23 @@ def _run_group(
             return latency.measure(sizes.latency_lengths, sizes.latency_inputs)
 
         return _pending_on_import_error("latency", "4. handle latency vs history", latency)
+
+    if group == "pool":
+
+        def pool() -> list[Result]:
+            from benchmarks import pool
+
+            return pool.measure(
+                dict(sizes.pool_sizes),
+                sizes.pool_hol,
+                sizes.pool_crash,
+                sizes.pool_instant,
+                sizes.e2e_timeout,
+                sizes.pool_per_worker,
+                say,
+            )
+
+        return _pending_on_import_error("pool", "6. command pool", pool)
 
     def end_to_end() -> list[Result]:
         from benchmarks import end_to_end

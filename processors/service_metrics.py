@@ -10,7 +10,9 @@ without an SDK nothing is ever computed. Per processor (attribute ``decider.proc
   pending input is past its checkpoint (counting at most :data:`LAG_PAGE` pending inputs);
   0 when it has caught up;
 - ``decider.processor.handled``, ``.carried_out``, ``.fired``, ``.parked``, ``.skipped``,
-  ``.conflicts``: the processors' own counters, where a processor keeps one;
+  ``.conflicts``: the processors' own counters, where a processor keeps one; and
+  ``.in_flight``, ``.backing_off``: the command pool's calls running and commands waiting to
+  retry, now;
 - ``decider.cache.hits`` / ``decider.cache.misses`` and ``decider.cache.hit_ratio``: the
   workflow processors' instance caches.
 
@@ -59,6 +61,10 @@ SAMPLE_EVERY = 1.0
 
 COUNTERS = ("handled", "carried_out", "fired", "parked", "skipped", "conflicts")
 """The processors' counters exported as ``decider.processor.<name>``, where they have one."""
+
+GAUGES = ("in_flight", "backing_off")
+"""The processors' current values exported as ``decider.processor.<name>`` (the command
+pool's calls running, and commands waiting to retry)."""
 
 _PAGE = 1000
 _LOG = logging.getLogger(__name__)
@@ -255,6 +261,13 @@ for _name in COUNTERS:
         f"decider.processor.{_name}",
         [_counter(_name)],
         description=f"The processors' {_name.replace('_', ' ')} count.",
+    )
+for _name in GAUGES:
+    _METER.create_observable_gauge(
+        f"decider.processor.{_name}",
+        [_counter(_name)],
+        unit="{command}",
+        description=f"The processors' commands {_name.replace('_', ' ')} now.",
     )
 _METER.create_observable_counter(
     "decider.cache.hits", [_cache_hits], description="Instance cache hits."

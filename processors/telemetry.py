@@ -38,7 +38,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
@@ -256,38 +256,97 @@ def annotate(name: str, attributes: Mapping[str, Any] | None = None) -> None:
     span.add_event(name, attributes)
 
 
-def call_handler(
-    processor: str, command_type: str, command_id: str, attempt: int, call: Callable[[], T]
+def capture() -> otel_context.Context | None:
+    """The current trace context, if a span is current: for work handed to another thread
+    (a command pool's job), to go on under with :func:`attached`."""
+    if not trace.get_current_span().get_span_context().is_valid:
+        return None
+    return otel_context.get_current()
+
+
+@contextlib.contextmanager
+def attached(context: otel_context.Context | None) -> Iterator[None]:
+    """Make ``context`` (from :func:`capture`) current in the block: what is written there
+    carries its trace context. ``None``: nothing changes."""
+    if context is None:
+        yield
+        return
+    token = otel_context.attach(context)
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
+
+
+def call_handler(  # noqa: PLR0917
+    processor: str,
+    command_type: str,
+    command_id: str,
+    attempt: int,
+    call: Callable[[], T],
+    context: otel_context.Context | None = None,
 ) -> T:
     """``call()``, one attempt of a command's handler, in a ``handle <command type>`` span (a
-    child of the command's span), timed in :data:`HANDLER_DURATION`; a retry is counted in
-    :data:`RETRIES`. A :class:`~decider.processors.retry.HandlerFailure` result marks the span
-    as an error, with the reason."""
+    child of ``context``, the command's span, else of the current one), timed in
+    :data:`HANDLER_DURATION`; a retry is counted in :data:`RETRIES`. A
+    :class:`~decider.processors.retry.HandlerFailure` result marks the span as an error."""
+    with _handler_span(processor, command_type, command_id, attempt, context) as returned:
+        result = call()
+        returned(result)
+        return result
+
+
+async def call_handler_async(  # noqa: PLR0917
+    processor: str,
+    command_type: str,
+    command_id: str,
+    attempt: int,
+    call: Callable[[], Awaitable[T]],
+    context: otel_context.Context | None = None,
+) -> T:
+    """:func:`call_handler` for an ``async def`` handler: ``await call()`` in the span."""
+    with _handler_span(processor, command_type, command_id, attempt, context) as returned:
+        result = await call()
+        returned(result)
+        return result
+
+
+@contextlib.contextmanager
+def _handler_span(
+    processor: str,
+    command_type: str,
+    command_id: str,
+    attempt: int,
+    context: otel_context.Context | None,
+) -> Iterator[Callable[[object], None]]:
     labels = {"decider.processor": processor, "decider.command.type": command_type}
     if attempt > 1:
         RETRIES.add(1, labels)
     tracer, _ = _TRACER.get()
     attributes: dict[str, Any] = {
-        "decider.processor": processor,
-        "decider.command.type": command_type,
+        **labels,
         "decider.command_id": command_id,
         "decider.attempt": attempt,
     }
+    outcome = ["failed"]  # unless it returns: an exception propagates (an interrupt)
     start = time.perf_counter()
-    with tracer.start_as_current_span(f"handle {command_type}", attributes=attributes) as span:
-        outcome = "failed"  # unless it returns: an exception propagates (an interrupt)
-        try:
-            result = call()
-            outcome = "ok"
+    with tracer.start_as_current_span(
+        f"handle {command_type}", context=context, attributes=attributes
+    ) as span:
+
+        def returned(result: object) -> None:
+            outcome[0] = "ok"
             if isinstance(result, HandlerFailure):
-                outcome = "failed" if result.retryable else "rejected"
+                outcome[0] = "failed" if result.retryable else "rejected"
                 span.set_status(StatusCode.ERROR, result.reason)
+
+        try:
+            yield returned
         finally:
-            span.set_attribute("decider.outcome", outcome)
+            span.set_attribute("decider.outcome", outcome[0])
             HANDLER_DURATION.record(
-                time.perf_counter() - start, {**labels, "decider.outcome": outcome}
+                time.perf_counter() - start, {**labels, "decider.outcome": outcome[0]}
             )
-    return result
 
 
 @contextlib.contextmanager

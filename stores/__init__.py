@@ -10,6 +10,7 @@ from decider.stores.errors import (
     UnsupportedStoreURI,
     WrongExpectedVersion,
 )
+from decider.stores.leases import Lease, LeaseLost, LeaseStore
 from decider.stores.protocol import (
     ALL,
     ANY,
@@ -44,6 +45,9 @@ __all__ = [
     "ExpectedRevision",
     "Filter",
     "InvalidName",
+    "Lease",
+    "LeaseLost",
+    "LeaseStore",
     "NewEvent",
     "PermanentStoreError",
     "RecordedEvent",

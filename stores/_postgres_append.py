@@ -1,4 +1,6 @@
-"""The PostgreSQL store's append, inside a write transaction that holds the schema's lock.
+"""The PostgreSQL store's append, inside a write transaction (no lock: a concurrent writer of the
+same stream makes the insert fail on the ``(stream, revision)`` key, and the store retries the
+transaction, which then sees the winner's events).
 
 One stream's append reads the stream's last revision, takes the fast path when the expectation
 is plainly met (the exact revision, or ``NO_STREAM`` on a missing stream) and otherwise applies
@@ -19,7 +21,7 @@ import psycopg
 from psycopg.rows import TupleRow
 
 from decider.stores._expectations import Stored, plan_append
-from decider.stores._postgres_sql import Statements
+from decider.stores._postgres_sql import MAX_EVENTS_PER_TRANSACTION, Statements
 from decider.stores.protocol import (
     ANY,
     EXISTS,
@@ -43,6 +45,8 @@ class Batch:
     """For the streams of appends without a revision: which of their ids were stored."""
     written: set[tuple[str, uuid.UUID]] = attrs.Factory(set)
     """The (stream, id) pairs this batch has written so far."""
+    index: int = 0
+    """The index in the transaction of the next event written (the low bits of its position)."""
 
 
 def read_ahead(sql: Statements, connection: Connection, appends: Sequence[StreamAppend]) -> Batch:
@@ -66,10 +70,18 @@ def read_ahead(sql: Statements, connection: Connection, appends: Sequence[Stream
         rows = connection.execute(
             sql.find_many, ([s for s, _ in probe], [i for _, i in probe])
         ).fetchall()
-        # Ordered by revision: an id stored twice counts at its latest revision.
+        # One row per pair, at its latest revision (an id stored twice counts there).
         for stream, i, revision, position in rows:
             stored[stream][i] = (i, revision, position)
     return Batch(lasts, stored)
+
+
+def check_size(count: int) -> None:
+    """Refuse a transaction of more events than a position can index."""
+    if count > MAX_EVENTS_PER_TRANSACTION:
+        raise ValueError(
+            f"one transaction may write at most {MAX_EVENTS_PER_TRANSACTION} events, got {count}"
+        )
 
 
 def append_one(  # noqa: PLR0917
@@ -103,17 +115,21 @@ def append_one(  # noqa: PLR0917
             return lambda: already
     first = 0 if last is None else last + 1
     revision = first + len(events) - 1
+    index = 0
     if batch is not None:
         batch.lasts[stream] = revision
         batch.written.update((stream, e.id) for e in events)
+        index = batch.index
+        batch.index += len(events)
     if len(events) == 1:
         [e] = events
-        values = (stream, first, e.id, e.type, e.data, e.metadata, now, sql.channel)
+        values = (index, stream, first, e.id, e.type, e.data, e.metadata, now)
         written = connection.execute(sql.insert_one, values)
     else:
         written = connection.execute(
             sql.insert_many,
             (
+                index,
                 stream,
                 now,
                 list(range(first, first + len(events))),
@@ -121,7 +137,6 @@ def append_one(  # noqa: PLR0917
                 [e.type for e in events],
                 [e.data for e in events],
                 [e.metadata for e in events],
-                sql.channel,
             ),
         )
     return lambda: AppendResult(next_expected_revision=revision, position=one_row(written)[0])
@@ -154,7 +169,7 @@ def _plan(  # noqa: PLR0917
         ):
             return {i: known[i] for i in ids if i in known}
         rows = connection.execute(sql.find_ids, (stream, list(ids))).fetchall()
-        # Ordered by revision: an id stored twice counts at its latest revision.
+        # One row per pair, at its latest revision (an id stored twice counts there).
         return {i: (i, revision, position) for i, revision, position in rows}
 
     return plan_append(

@@ -6,6 +6,14 @@ in ``select`` on its socket, and pokes the store's :class:`~decider.stores.subsc
 whenever something arrives; the subscriptions then read the log as usual. A notification
 carries nothing the readers rely on: it only says "look again".
 
+A commit can be readable later than its notification: readers read only below the oldest
+transaction still in flight (:mod:`decider.stores.postgres`, "Ordering"), which may be one that
+never notifies (a checkpoint, a lease, another database's). So after a notification the thread
+asks whether a committed row waits behind such a transaction, and while one does it pokes the
+notifier again after a short, growing delay (up to :data:`HELD_BACK_MAX_DELAY`). Without any
+notification it still pokes every :data:`PROBE_INTERVAL`, so a writer killed between its commit
+and its (separate) notification delays readers by at most that.
+
 If the connection breaks (a server restart, a killed backend), the thread reconnects with a
 growing delay (up to 2 s) and pokes the notifier once it listens again, so an append made while
 it was deaf is still delivered. :meth:`NotifyListener.stop` wakes the thread through a socket
@@ -29,6 +37,12 @@ from decider.stores.subscription import LogNotifier
 
 _MAX_RETRY_DELAY = 2.0
 
+PROBE_INTERVAL = 1.0
+"""Seconds the listener waits for a notification before it pokes the notifier anyway."""
+
+HELD_BACK_MAX_DELAY = 0.1
+"""The longest delay between pokes while committed rows wait behind a transaction in flight."""
+
 
 class NotifyListener:
     """A thread that LISTENs on one channel and pokes ``notifier`` on every notification.
@@ -43,8 +57,10 @@ class NotifyListener:
         channel: str,
         notifier: LogNotifier,
         name: str,
+        held_back: str,
     ) -> None:
         self._connect = connect
+        self._held_back = held_back
         self._listen = pgsql.SQL("LISTEN {}").format(pgsql.Identifier(channel))
         self._notifier = notifier
         self._wake_reader, self._wake_writer = socket.socketpair()
@@ -92,21 +108,33 @@ class NotifyListener:
                         break
                     continue
                 wake = self._wake_reader.fileno()
-                readable, _, _ = select.select([connection.fileno(), wake], [], [])
+                readable, _, _ = select.select([connection.fileno(), wake], [], [], PROBE_INTERVAL)
                 if wake in readable:
                     break
                 try:
                     for _ in connection.notifies(timeout=0):
                         pass
+                    self._notifier.notify()
+                    if readable:
+                        self._follow_held_back(connection)
                 except psycopg.Error:
                     self._drop()
                     continue
-                self._notifier.notify()
         finally:
             self._drop()
             if self._stopping.is_set():  # stop() may have given up waiting for us
                 self._wake_reader.close()
                 self._wake_writer.close()
+
+    def _follow_held_back(self, connection: psycopg.Connection[TupleRow]) -> None:
+        """Poke the notifier again, after growing delays, while committed rows wait behind a
+        transaction in flight (psycopg's errors propagate)."""
+        delay = 0.002
+        while connection.execute(self._held_back).fetchone() == (True,):
+            if self._sleep(delay):
+                return
+            self._notifier.notify()
+            delay = min(delay * 2, HELD_BACK_MAX_DELAY)
 
     def _reconnect(self) -> bool:
         """Connect again, waiting longer after each failure; ``False`` once stopping."""

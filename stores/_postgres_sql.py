@@ -2,6 +2,11 @@
 
 Every statement names its tables with the store's schema (quoted), so a store never depends on
 the connection's ``search_path``. :class:`Statements` builds them once per store.
+
+Positions (see :mod:`decider.stores.postgres`, "Ordering"): an event's position is its
+transaction's id shifted left by :data:`INDEX_BITS`, plus the event's index within that
+transaction; readers read below :data:`HORIZON`, the first position any transaction still in
+flight could write.
 """
 
 from __future__ import annotations
@@ -15,20 +20,51 @@ from datetime import UTC, datetime
 import attrs
 from psycopg import sql as pgsql
 
+from decider.stores._postgres_leases import LeaseStatements
+from decider.stores._postgres_leases import table as lease_table
 from decider.stores.protocol import Filter, RecordedEvent
 
 LOCK_CLASS = 0x6465_6369  # "deci": the first key of the store's advisory locks
-"""The first key of every advisory lock the store takes; the second is the schema's CRC-32."""
+"""The first key of the advisory lock that serialises creating or migrating a schema; the second
+is the schema's CRC-32. Appends take no lock."""
+
+INDEX_BITS = 20
+"""The low bits of a position: the event's index within its transaction (up to 2**20 events)."""
+
+MAX_EVENTS_PER_TRANSACTION = 1 << INDEX_BITS
+"""The most events one append or append_batch may write (the index must fit its bits)."""
+
+_XID = "pg_current_xact_id()::text::bigint"
+POSITION = f"({_XID} << {INDEX_BITS})"
+"""The first position of the current transaction (assigns it an id if it has none)."""
+
+HORIZON = f"(pg_snapshot_xmin(pg_current_snapshot())::text::bigint << {INDEX_BITS})"
+"""The first position a transaction still in flight may hold: every row below it is committed
+(or rolled back) for good, so a reader that reads only below it never skips a late commit."""
 
 COLUMNS = "position, stream, revision, event_id, type, data, metadata, recorded_at"
 
 Row = tuple[int, str, int, uuid.UUID, str, bytes, bytes, datetime]
 
 
+WAIT_CLASS = 0x6465_6378  # "decx": the first key of the locks write transactions hold
+"""The first key of the advisory lock each write transaction holds on its own id (the second
+key is the id's low 32 bits), for committed appends to wait on."""
+
+
+def _lock_key_sql(xid: str) -> str:
+    """The second key of transaction ``xid``'s lock (its low 32 bits as a signed int)."""
+    return f"(mod({xid}, 4294967296) - 2147483648)::int4"
+
+
+# The lock a write transaction holds on its own id until it ends (position >> INDEX_BITS).
+_LOCK_OWN = f"pg_advisory_xact_lock({WAIT_CLASS}, {_lock_key_sql(f'(position >> {INDEX_BITS})')})"
+
+
 def lock_key(schema: str) -> int:
     """The second advisory-lock key of ``schema``: its CRC-32 as a signed 32-bit int.
 
-    Two schemas whose keys collide only share a lock (they serialise each other's appends);
+    Two schemas whose keys collide only share a lock (they serialise each other's creation);
     correctness does not depend on the keys being distinct.
     """
     key = zlib.crc32(schema.encode())
@@ -48,7 +84,7 @@ class Statements:
     schema: str
     tables_exist: str
     create: str
-    lock: str
+    migrate: str
     last_revision: str
     last_revisions: str
     insert_one: str
@@ -58,15 +94,20 @@ class Statements:
     find_many: str
     read_stream: str
     head: str
+    held_back: str
+    notify: str
+    wait_older: str
+    oldest_xid: str
     load_checkpoint: str
     save_checkpoint: str
     channel: str
+    leases: LeaseStatements
 
     @classmethod
     def for_schema(cls, schema: str) -> Statements:
         """The statements of the store in ``schema``."""
         s = pgsql.Identifier(schema).as_string(None)
-        events, checkpoints = f"{s}.events", f"{s}.checkpoints"
+        events, checkpoints, leases = f"{s}.events", f"{s}.checkpoints", f"{s}.leases"
         lock = f"pg_advisory_xact_lock({LOCK_CLASS}, {lock_key(schema)})"
         # Run as one simple-protocol script: a failure aborts the rest, and the caller rolls
         # back. The lock keeps two processes that open the store at once from racing on the
@@ -77,8 +118,8 @@ SET LOCAL client_min_messages = warning;
 SELECT {lock};
 CREATE SCHEMA IF NOT EXISTS {s};
 CREATE TABLE IF NOT EXISTS {events} (
-    -- Assigned inside the write lock (see decider.stores.postgres), so positions follow commits.
-    position    bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    -- (transaction id << INDEX_BITS) + index in the transaction: see decider.stores.postgres.
+    position    bigint      PRIMARY KEY,
     stream      text        NOT NULL,
     revision    bigint      NOT NULL,
     event_id    uuid        NOT NULL,
@@ -94,16 +135,40 @@ CREATE TABLE IF NOT EXISTS {checkpoints} (
     name     text   PRIMARY KEY,
     position bigint NOT NULL
 );
+{lease_table(leases)}
+COMMIT;
+"""
+        # A schema written by a version that drew positions from an identity column under a
+        # schema-wide lock: drop the identity (positions now come from transaction ids, all
+        # above the old ones; checked first) and add the indexes this version reads with.
+        migrate = f"""
+BEGIN;
+SET LOCAL client_min_messages = warning;
+SELECT {lock};
+DO $migrate$
+BEGIN
+    IF (SELECT coalesce(max(position), 0) FROM {events}) >= {POSITION} THEN
+        RAISE EXCEPTION 'cannot migrate {events}: its positions reach the new ones';
+    END IF;
+END
+$migrate$;
+ALTER TABLE {events} ALTER COLUMN position DROP IDENTITY IF EXISTS;
+{lease_table(leases)}
 COMMIT;
 """
         return cls(
             schema=schema,
+            # (tables exist, the events table is of the old kind that needs migrate)
             tables_exist=(
                 f"SELECT to_regclass({_literal(events)}) IS NOT NULL"
                 f" AND to_regclass({_literal(checkpoints)}) IS NOT NULL"
+                f" AND to_regclass({_literal(leases)}) IS NOT NULL,"
+                " EXISTS (SELECT FROM pg_attribute WHERE"
+                f" attrelid = to_regclass({_literal(events)}) AND attname = 'position'"
+                " AND attidentity <> '')"
             ),
             create=create,
-            lock=f"SELECT {lock}",
+            migrate=migrate,
             last_revision=(
                 f"SELECT revision FROM {events} WHERE stream = %s ORDER BY revision DESC LIMIT 1"
             ),
@@ -113,25 +178,38 @@ COMMIT;
                 f" {events} AS e WHERE e.stream = s.stream ORDER BY e.revision DESC LIMIT 1)"
                 " FROM unnest(%s::text[]) AS s (stream)"
             ),
-            # The NOTIFY rides along with the insert; PostgreSQL sends it at commit.
+            # Parameters: the event's index in the transaction, then the row.
+            # Each insert also takes the lock of its transaction's id (see wait_older).
             insert_one=(
                 f"WITH written AS (INSERT INTO {events}"
-                " (stream, revision, event_id, type, data, metadata, recorded_at)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING position)"
-                " SELECT position, pg_notify(%s, '') FROM written"
+                " (position, stream, revision, event_id, type, data, metadata, recorded_at)"
+                f" VALUES ({POSITION} + %s, %s, %s, %s, %s, %s, %s, %s) RETURNING position)"
+                f" SELECT position, {_LOCK_OWN} FROM written"
             ),
             # Several rows go in as arrays (one statement, whatever the count) and get their
             # positions in the order given. Dumping the arrays costs more than a plain VALUES,
             # so a one-event append (the common case) uses insert_one.
+            # Parameters: the first event's index in the transaction, stream, time, arrays.
             insert_many=(
                 f"WITH written AS (INSERT INTO {events}"
-                " (stream, revision, event_id, type, data, metadata, recorded_at)"
-                " SELECT %s, e.revision, e.event_id, e.type, e.data, e.metadata, %s"
+                " (position, stream, revision, event_id, type, data, metadata, recorded_at)"
+                f" SELECT {POSITION} + %s + e.n - 1, %s, e.revision, e.event_id, e.type,"
+                " e.data, e.metadata, %s"
                 " FROM unnest(%s::bigint[], %s::uuid[], %s::text[], %s::bytea[], %s::bytea[])"
                 " WITH ORDINALITY AS e (revision, event_id, type, data, metadata, n)"
-                " ORDER BY e.n RETURNING position)"
-                " SELECT max(position), pg_notify(%s, '') FROM written"
+                " RETURNING position)"
+                f" SELECT position, {_LOCK_OWN} FROM (SELECT max(position) AS position"
+                " FROM written) AS w"
             ),
+            notify=f"SELECT pg_notify({_literal(channel(schema))}, '')",
+            # Waits for the appends (of any store) older than transaction %s still in flight.
+            wait_older=(
+                f"SELECT count(pg_advisory_xact_lock_shared({WAIT_CLASS}, {_lock_key_sql('x')}))"
+                " FROM (SELECT x::text::bigint AS x"
+                " FROM pg_snapshot_xip(pg_current_snapshot()) AS u (x)) AS t"
+                " WHERE x < %s"
+            ),
+            oldest_xid="SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint",
             range=(
                 f"SELECT event_id, revision, position FROM {events}"
                 " WHERE stream = %s AND revision >= %s ORDER BY revision LIMIT %s"
@@ -140,23 +218,35 @@ COMMIT;
                 f"SELECT event_id, revision, position FROM {events}"
                 " WHERE stream = %s AND event_id = ANY(%s::uuid[]) ORDER BY revision"
             ),
-            # Several streams' ids at once: (stream, id) pairs as two parallel arrays.
+            # Several streams' ids at once: (stream, id) pairs as two parallel arrays, each
+            # probed in the (stream, event_id) index for its latest revision. The LIMIT keeps
+            # the probe a correlated subquery: a plain join (or a LATERAL the planner flattens
+            # into one) is planned while the table is small as a hash join over a full scan,
+            # and a prepared statement keeps that plan as the table grows.
             find_many=(
-                f"SELECT e.stream, e.event_id, e.revision, e.position FROM {events} AS e"
-                " JOIN unnest(%s::text[], %s::uuid[]) AS p (stream, event_id)"
-                " ON e.stream = p.stream AND e.event_id = p.event_id ORDER BY e.revision"
+                "SELECT p.stream, p.event_id, e.revision, e.position"
+                " FROM unnest(%s::text[], %s::uuid[]) AS p (stream, event_id)"
+                " CROSS JOIN LATERAL (SELECT x.revision, x.position FROM"
+                f" {events} AS x WHERE x.stream = p.stream AND x.event_id = p.event_id"
+                " ORDER BY x.revision DESC LIMIT 1) AS e"
             ),
             read_stream=(
                 f"SELECT {COLUMNS} FROM {events}"
                 " WHERE stream = %s AND revision >= %s ORDER BY revision LIMIT %s"
             ),
-            head=f"SELECT max(position) FROM {events}",
+            # The last readable position: a backward walk of the primary key from the horizon.
+            head=f"SELECT max(position) FROM {events} WHERE position < {HORIZON}",
+            # Whether a committed row waits behind a transaction still in flight.
+            # (max() walks the primary key from its end; an EXISTS is planned as a full scan
+            # while the table is small.)
+            held_back=f"SELECT coalesce((SELECT max(position) FROM {events}) >= {HORIZON}, false)",
             load_checkpoint=f"SELECT position FROM {checkpoints} WHERE name = %s",
             save_checkpoint=(
                 f"INSERT INTO {checkpoints} (name, position) VALUES (%s, %s)"
                 " ON CONFLICT (name) DO UPDATE SET position = excluded.position"
             ),
             channel=channel(schema),
+            leases=LeaseStatements.for_table(leases),
         )
 
 
@@ -166,7 +256,7 @@ def read_all_sql(schema: str, filter: Filter) -> tuple[str, tuple[object, ...]]:
 
     Parameters: ``after_position``, then the returned ones, then ``limit`` (``NULL``: none).
     """
-    clauses = ["position > %s"]
+    clauses = ["position > %s", f"position < {HORIZON}"]
     params: list[object] = []
     if not filter.include_system:
         clauses.append("NOT starts_with(stream, '$') AND NOT starts_with(type, '$')")

@@ -23,7 +23,8 @@ The suite assumes nothing about what else is in the store: every test writes str
 unique prefix, reads the global log only after a marker it appends first, and filters by its
 prefix, so it runs on a shared server whose log is not empty and holds system events.
 Optional abilities (:class:`~decider.stores.protocol.CheckpointStore`,
-:class:`~decider.stores.protocol.TransactionalStore`) are tested only when the store has them; the
+:class:`~decider.stores.protocol.TransactionalStore`, :class:`~decider.stores.leases.LeaseStore`)
+are tested only when the store has them; the
 other tests of those groups are skipped.
 
 ``close()`` must be idempotent: one test closes the store itself, and the fixture closes it
@@ -46,6 +47,7 @@ from decider.stores._contract.extras import (
     ConcurrencyContract,
     TransactionContract,
 )
+from decider.stores._contract.leases import LeaseContract
 from decider.stores._contract.log import LogContract
 from decider.stores._contract.names import NameContract
 from decider.stores._contract.stateful import comparison_machine
@@ -78,6 +80,7 @@ class EventStoreContract(
     TransactionContract,
     ConcurrencyContract,
     NameContract,
+    LeaseContract,
 ):
     """The shared store suite; a store passes it by a one-line subclass named ``Test...``.
 

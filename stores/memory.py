@@ -10,11 +10,14 @@ import bisect
 import threading
 import uuid
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import ClassVar
+
+import attrs
 
 from decider.stores._expectations import Stored, check_read_args, plan_append, validate_append
 from decider.stores.errors import StoreError
+from decider.stores.leases import Lease, LeaseLost, check_ttl, claimed, holds
 from decider.stores.names import CHECKPOINT, DEFAULT, NameRules
 from decider.stores.protocol import (
     ALL,
@@ -32,9 +35,10 @@ class MemoryEventStore:
     """A thread-safe event store held in a process's memory.
 
     Implements :class:`~decider.stores.protocol.EventStore`,
-    :class:`~decider.stores.protocol.CheckpointStore`
-    and :class:`~decider.stores.protocol.TransactionalStore`. Appends are atomic and serialised by
-    one
+    :class:`~decider.stores.protocol.CheckpointStore`,
+    :class:`~decider.stores.protocol.TransactionalStore`
+    and :class:`~decider.stores.leases.LeaseStore` (leases of this process only). Appends are
+    atomic and serialised by one
     lock; positions start at 1 and increase by one per event. Subscriptions wake on every
     append (no polling).
 
@@ -51,6 +55,7 @@ class MemoryEventStore:
         self._streams: dict[str, list[RecordedEvent]] = {}
         self._ids: dict[str, dict[uuid.UUID, RecordedEvent]] = {}
         self._checkpoints: dict[str, int] = {}
+        self._leases: dict[str, Lease] = {}
         self._notifier = LogNotifier()
         self._closed = False
 
@@ -74,8 +79,11 @@ class MemoryEventStore:
         self,
         appends: Sequence[StreamAppend],
         checkpoint: tuple[str, int] | None = None,
+        *,
+        lease: Lease | None = None,
     ) -> list[AppendResult]:
-        """Apply every append and the checkpoint atomically: all of them, or none."""
+        """Apply every append and the checkpoint atomically: all of them, or none; with a
+        ``lease``, only while it is still held (else :class:`~decider.stores.leases.LeaseLost`)."""
         for item in appends:
             validate_append(len(item.events), item.expected_revision)
             self.name_rules.check_append(item.stream, item.events)
@@ -83,6 +91,8 @@ class MemoryEventStore:
             self.name_rules.check(CHECKPOINT, checkpoint[0])
         with self._lock:
             self._check_open()
+            if lease is not None and not holds(current := self._leases.get(lease.partition), lease):
+                raise LeaseLost(lease, current)
             log_length = len(self._log)
             results: list[AppendResult] = []
             try:
@@ -98,6 +108,46 @@ class MemoryEventStore:
                 self._checkpoints[name] = position
         self._notifier.notify()
         return results
+
+    def claim_lease(self, partition: str, owner: str, ttl: float) -> Lease | None:
+        """Take the lease on ``partition`` for ``ttl`` seconds (see
+        :class:`~decider.stores.leases.LeaseStore`); ``None`` if another owner holds it."""
+        check_ttl(ttl)
+        with self._lock:
+            self._check_open()
+            granted = claimed(self._leases.get(partition), partition, owner, ttl, _clock())
+            if granted is not None:
+                self._leases[partition] = granted
+            return granted
+
+    def renew_lease(self, lease: Lease, ttl: float) -> Lease:
+        """Extend ``lease`` by ``ttl`` seconds from now; ``LeaseLost`` if no longer held."""
+        check_ttl(ttl)
+        with self._lock:
+            self._check_open()
+            current = self._leases.get(lease.partition)
+            if not holds(current, lease):
+                raise LeaseLost(lease, current)
+            renewed = attrs.evolve(lease, expires_at=_clock() + timedelta(seconds=ttl))
+            self._leases[lease.partition] = renewed
+            return renewed
+
+    def release_lease(self, lease: Lease) -> bool:
+        """Free the partition at once; whether ``lease`` was still held."""
+        with self._lock:
+            self._check_open()
+            if not holds(self._leases.get(lease.partition), lease):
+                return False
+            self._leases[lease.partition] = attrs.evolve(
+                lease, owner=None, expires_at=datetime.min.replace(tzinfo=UTC)
+            )
+            return True
+
+    def leases(self) -> list[Lease]:
+        """Every partition's lease, ordered by partition."""
+        with self._lock:
+            self._check_open()
+            return [self._leases[p] for p in sorted(self._leases)]
 
     def read_stream(
         self, stream: str, from_revision: int = 0, limit: int | None = None
@@ -236,3 +286,8 @@ class MemoryEventStore:
             else:
                 del self._streams[stream]
                 del self._ids[stream]
+
+
+def _clock() -> datetime:
+    """The leases' clock: the host's, in UTC."""
+    return datetime.now(UTC)

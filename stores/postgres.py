@@ -1,22 +1,46 @@
 """The PostgreSQL event store: psycopg 3, several threads and processes on one database.
 
-Ordering. A position comes from an identity column, and a plain sequence hands out numbers in
-the order transactions *ask*, not the order they *commit*: a reader could see position 11
-committed while 10 is still in flight, move its cursor past 11, and never see 10. So every write
-transaction first takes a transaction-level advisory lock (``pg_advisory_xact_lock``, keyed by
-the schema) and draws its positions inside it. PostgreSQL releases the lock only after the
-commit is visible, so positions strictly increase in commit order and a reader never sees a gap
-that is filled later. Gaps do exist (a rolled-back append burns its positions), which the
-protocol allows.
+Ordering. Writers run in parallel, and a reader of the log never skips a late commit. A plain
+sequence would not do that: numbers are handed out in the order transactions *ask*, not the
+order they *commit*, so a reader could see position 11 committed while 10 is still in flight,
+move past 11, and never see 10. Instead an event's position is its transaction's id
+(``pg_current_xact_id()``, 64 bits, never wraps) shifted left by 20 bits, plus the event's
+index within the transaction; and readers read only positions below the *horizon*, the oldest
+transaction still in flight (``pg_snapshot_xmin(pg_current_snapshot())``) shifted the same way.
+Every transaction below the horizon has ended, and a new one gets an id at or above it, so the
+rows below the horizon are a closed set that no later commit adds to: reading it in position
+order never skips. (A plain identity position with the same horizon filter is *not* safe: two
+transactions may draw identities in the opposite order to their ids; the ordering test shows a
+reader missing events that way.) Positions have gaps, which the protocol allows.
 
-The cost: appends to one schema are serialised, across every process, for the length of their
-transaction (a few statements and the commit's WAL flush; no client think time happens inside
-it). Reads never take the lock. With ``synchronous_commit=on`` the flush dominates, and
-PostgreSQL's group commit cannot batch flushes of appends that wait for each other, so one
-schema takes about one append per WAL flush, however many writers there are. An append is five
-statements in two round trips (pipeline mode): ``BEGIN``, the lock and the stream's last
-revision; then the insert (with its ``NOTIFY``) and ``COMMIT``. Use a schema per independent
-log if that rate is too low.
+The price: a committed event becomes readable only once every transaction that started before
+it *and holds a transaction id* has ended, in any database of the cluster.
+
+WARNING: a long transaction that writes anything (or an idle-in-transaction session, or a
+forgotten ``PREPARE TRANSACTION``) anywhere on the server holds back every reader of every
+store until it ends. Set ``idle_in_transaction_session_timeout`` (and ``transaction_timeout``
+on PostgreSQL 17+) on the server, and watch ``pg_stat_activity.backend_xid`` ages.
+
+WARNING: positions come from transaction ids: a logical dump restored into another cluster
+restarts them lower, so after a restore start readers from scratch or keep the old cluster's
+id counter ahead (``pg_resetwal -x``). One transaction writes at most 2**20 events, and ids
+must stay below 2**43 (eight trillion transactions).
+
+Appends to one stream conflict on its ``(stream, revision)`` key: a writer whose insert loses
+that race retries its whole transaction, which then sees the winner's events and applies the
+expected-revision rule as usual. An append returns at its commit, without waiting for older
+transactions. A read of the log through a store sees every append that store completed before
+it (read your writes): each write transaction holds an advisory lock on its own id until it
+ends, and a read waits on the locks of the transactions older than the store's last append
+that are still in flight (re-reading the horizon every few ms while an older transaction that
+is not an append runs). Another process sees an append once those older transactions end. An
+append is two round trips (pipeline mode): ``BEGIN`` and the stream's last revision; then the
+insert (which also takes the lock on the transaction's id) and ``COMMIT``.
+
+Schemas written by an older version (positions from an identity column under a schema-wide
+advisory lock) are migrated on open: the identity is dropped, nothing is rewritten, old
+positions stay valid and every new one is higher. Stop the processes of the old version first:
+their appends would fail (they give no position).
 
 Durability. ``synchronous_commit`` is PostgreSQL's setting, for this store's connections:
 
@@ -29,15 +53,15 @@ Durability. ``synchronous_commit`` is PostgreSQL's setting, for this store's con
 
 WARNING: durability also depends on the server (``fsync`` must be on).
 
-Subscriptions. Every append sends a ``NOTIFY`` on its schema's channel (delivered at commit);
-a store's first subscription starts one thread that ``LISTEN``s and wakes the waiting
+Subscriptions. After its commits a store sends a ``NOTIFY`` on its schema's channel, coalesced
+and outside the appending transaction (:mod:`decider.stores._postgres_notify` says why); a
+store's first subscription starts one thread that ``LISTEN``s and wakes the waiting
 subscriptions (:mod:`decider.stores._postgres_listen`): other processes' appends arrive within a
-round
-trip, with no polling, and this store's own at once.
+round trip or two, and this store's own at once.
 
 Threads and processes. Each thread has its own connection (closed when the thread ends or the
 store closes); each process opens its own store. The schema and tables are created on open if
-missing, under the same advisory lock, so two processes may open a new schema at once.
+missing (or migrated), under an advisory lock, so two processes may open a new schema at once.
 
 WARNING: open the store after forking, never before: a connection must not cross a fork.
 """
@@ -46,6 +70,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, ClassVar, TypeVar
@@ -55,12 +80,15 @@ from psycopg import conninfo as pgconninfo
 from psycopg.pq import TransactionStatus
 from psycopg.rows import TupleRow
 
+from decider.stores import _postgres_leases as leases
 from decider.stores._connections import ThreadConnections
 from decider.stores._expectations import check_read_args, validate_append
-from decider.stores._postgres_append import append_one, one_row, read_ahead
+from decider.stores._postgres_append import append_one, check_size, one_row, read_ahead
 from decider.stores._postgres_listen import NotifyListener
-from decider.stores._postgres_sql import Statements, decode, read_all_sql
+from decider.stores._postgres_notify import CommitAnnouncer
+from decider.stores._postgres_sql import INDEX_BITS, Statements, decode, read_all_sql
 from decider.stores.errors import PermanentStoreError, StoreError, StoreUnavailable
+from decider.stores.leases import Lease, check_ttl
 from decider.stores.names import CHECKPOINT, POSTGRES, NameRules
 from decider.stores.protocol import (
     ALL,
@@ -82,6 +110,9 @@ SYNCHRONOUS_COMMIT_LEVELS = ("on", "off", "local", "remote_write", "remote_apply
 DEFAULT_CONNECT_TIMEOUT = 10
 """Seconds a connection attempt may take when the conninfo does not say (``connect_timeout``)."""
 
+_FIRST_DELAY = 0.0002  # seconds between a read's looks at the horizon, doubling...
+_MAX_DELAY = 0.005  # ...up to this
+_MAX_RACES = 1000  # an ANY append racing writers of one stream; each lost race is one's win
 _MAX_SCHEMA_BYTES = 63  # PostgreSQL's identifier limit (NAMEDATALEN - 1)
 # Pipeline mode needs libpq 14+ (psycopg[binary] bundles one); without it the same statements
 # go one round trip each.
@@ -92,13 +123,14 @@ class PostgresEventStore:
     """An event store in one schema of a PostgreSQL database, safe for threads and processes.
 
     Implements :class:`~decider.stores.protocol.EventStore`,
-    :class:`~decider.stores.protocol.CheckpointStore`
-    and :class:`~decider.stores.protocol.TransactionalStore`. Appends are atomic and serialised by
-    an
-    advisory lock; positions strictly increase in commit order; ``synchronous_commit`` sets the
-    durability of a commit (see the module docstring). ``conninfo`` is anything libpq accepts
-    (``postgresql://user@host:5432/db?sslmode=require`` or ``host=... dbname=...``). Opening
-    connects, and creates the schema and its tables if missing.
+    :class:`~decider.stores.protocol.CheckpointStore`,
+    :class:`~decider.stores.protocol.TransactionalStore`
+    and :class:`~decider.stores.leases.LeaseStore` (a lease table, the server's clock).
+    Appends are atomic and run in parallel; readers never skip a late commit;
+    ``synchronous_commit`` sets the durability of a commit (see the module docstring).
+    ``conninfo`` is anything libpq accepts (``postgresql://user@host:5432/db?sslmode=require``
+    or ``host=... dbname=...``). Opening connects, and creates the schema and its tables if
+    missing.
     """
 
     name_rules: ClassVar[NameRules] = POSTGRES
@@ -145,14 +177,20 @@ class PostgresEventStore:
             self._connect, lambda: StoreError(f"the PostgreSQL event store {self._name} is closed")
         )
         self._notifier = LogNotifier()
+        self._written = 0  # the id of this store's last write transaction (read your writes)
+        self._written_lock = threading.Lock()
+        self._announcer = CommitAnnouncer(
+            self._connect, self._sql.notify, name=f"decider-pg-notify-{schema}"
+        )
         self._listener: NotifyListener | None = None
         self._listener_lock = threading.Lock()
         try:
             with self._using() as connection:
-                (exists,) = one_row(connection.execute(self._sql.tables_exist))
-                if not exists:
+                exists, old = one_row(connection.execute(self._sql.tables_exist))
+                script = self._sql.migrate if old else None if exists else self._sql.create
+                if script is not None:
                     try:  # the script begins and commits its own transaction
-                        connection.execute(self._sql.create)
+                        connection.execute(script)
                     except BaseException:
                         _roll_back(connection)
                         raise
@@ -179,25 +217,36 @@ class PostgresEventStore:
         """
         validate_append(len(events), expected_revision)
         self.name_rules.check_append(stream, events)
+        check_size(len(events))
         now = datetime.now(UTC)
-        return self._write(
+        result = self._write(
             lambda c: append_one(self._sql, c, stream, events, expected_revision, now)
         )
+        self._wrote(result.position)
+        return result
 
     def append_batch(
         self,
         appends: Sequence[StreamAppend],
         checkpoint: tuple[str, int] | None = None,
+        *,
+        lease: Lease | None = None,
     ) -> list[AppendResult]:
-        """Apply every append and the checkpoint in one transaction: all of them, or none."""
+        """Apply every append and the checkpoint in one transaction: all of them, or none; with
+        a ``lease``, only while it is still held (else
+        :class:`~decider.stores.leases.LeaseLost`); the check holds the lease's row against a
+        takeover until the commit."""
         for item in appends:
             validate_append(len(item.events), item.expected_revision)
             self.name_rules.check_append(item.stream, item.events)
         if checkpoint is not None:
             self.name_rules.check(CHECKPOINT, checkpoint[0])
+        check_size(sum(len(item.events) for item in appends))
         now = datetime.now(UTC)
 
         def body(connection: _Connection) -> Callable[[], list[AppendResult]]:
+            if lease is not None:
+                leases.fence(self._sql.leases, connection, lease)
             batch = read_ahead(self._sql, connection, appends)
             results = [
                 append_one(
@@ -209,7 +258,33 @@ class PostgresEventStore:
                 connection.execute(self._sql.save_checkpoint, checkpoint)
             return lambda: [result() for result in results]
 
-        return self._write(body)
+        written = self._write(body)
+        if written:
+            self._wrote(max(result.position for result in written))
+        return written
+
+    def claim_lease(self, partition: str, owner: str, ttl: float) -> Lease | None:
+        """Take the lease on ``partition`` for ``ttl`` seconds of the server's clock (see
+        :class:`~decider.stores.leases.LeaseStore`); ``None`` if another owner holds it."""
+        check_ttl(ttl)
+        with self._using() as connection:
+            return leases.claim(self._sql.leases, connection, partition, owner, ttl)
+
+    def renew_lease(self, lease: Lease, ttl: float) -> Lease:
+        """Extend ``lease`` by ``ttl`` seconds from now; ``LeaseLost`` if no longer held."""
+        check_ttl(ttl)
+        with self._using() as connection:
+            return leases.renew(self._sql.leases, connection, lease, ttl)
+
+    def release_lease(self, lease: Lease) -> bool:
+        """Free the partition at once; whether ``lease`` was still held."""
+        with self._using() as connection:
+            return leases.release(self._sql.leases, connection, lease)
+
+    def leases(self) -> list[Lease]:
+        """Every partition's lease, ordered by partition."""
+        with self._using() as connection:
+            return leases.all_leases(self._sql.leases, connection)
 
     def read_stream(
         self, stream: str, from_revision: int = 0, limit: int | None = None
@@ -230,7 +305,7 @@ class PostgresEventStore:
         check_read_args(0, limit)
         statement, params = read_all_sql(self.schema, filter)
         after = 0 if after_position is None else after_position
-        rows = self._query(statement, (after, *params, limit))
+        rows = self._read(statement, (after, *params, limit))
         return [decode(row) for row in rows]
 
     def subscribe(
@@ -264,13 +339,14 @@ class PostgresEventStore:
         # Subscriptions learn of the close before their reads start failing.
         self._notifier.close()
         self._connections.close()
+        self._announcer.close(timeout=DEFAULT_CONNECT_TIMEOUT + 5.0)
         with self._listener_lock:
             listener, self._listener = self._listener, None
         if listener is not None:
             listener.stop(timeout=DEFAULT_CONNECT_TIMEOUT + 5.0)
 
     def _head(self) -> int | None:
-        [(head,)] = self._query(self._sql.head, ())
+        [(head,)] = self._read(self._sql.head, ())
         return None if head is None else int(head)
 
     def _check_open(self) -> None:
@@ -285,28 +361,69 @@ class PostgresEventStore:
             return cursor.fetchall() if fetch else []
 
     def _write(self, body: Callable[[_Connection], Callable[[], _T]]) -> _T:
-        """Run ``body`` in a write transaction that holds the schema's append lock, then wake
-        the subscriptions; ``body`` returns how to read its result once the transaction ends.
+        """Run ``body`` in a write transaction, then wake the subscriptions; ``body`` returns
+        how to read its result once the transaction ends.
 
-        The lock is taken before ``body`` reads anything, so the revision it reads still holds
-        when it inserts, and its positions follow every earlier commit (module docstring). The
-        statements go in pipeline mode: ``BEGIN``, the lock and the first read share one round
-        trip, and the inserts and the ``COMMIT`` another (one round trip each with a libpq
-        older than 14).
+        A transaction that loses a race for a stream's next revision (the ``(stream,
+        revision)`` key) is rolled back and run again: its reads then see the winner's events,
+        and the expected-revision rule decides. The statements go in pipeline mode: ``BEGIN``
+        and the first read share one round trip, and the inserts and the ``COMMIT`` another.
         """
+        for _ in range(_MAX_RACES):
+            with self._using() as connection:
+                try:
+                    with connection.pipeline() if _PIPELINE else contextlib.nullcontext():
+                        connection.execute("BEGIN")
+                        finish = body(connection)
+                        connection.execute("COMMIT")
+                except psycopg.errors.UniqueViolation:
+                    # A new connection: psycopg's cache of prepared statements may believe in
+                    # one whose preparation the failed pipeline skipped.
+                    self._connections.drop(self._connections.get())
+                    connection.close()
+                    continue
+                except BaseException:
+                    _roll_back(connection)
+                    raise
+                result = finish()
+            self._notifier.notify()
+            self._announcer.announce()
+            return result
+        raise StoreUnavailable(
+            f"PostgreSQL {self._name}: an append lost {_MAX_RACES} races in a row for a stream's"
+            " next revision"
+        )
+
+    def _wrote(self, position: int) -> None:
+        """Note that this store wrote (or found stored) ``position``: its reads must see it."""
+        xid = position >> INDEX_BITS
+        with self._written_lock:
+            self._written = max(self._written, xid)
+
+    def _read(self, statement: str, params: tuple[object, ...]) -> list[Any]:
+        """Run one read of the log (below the horizon); it sees every append this store
+        completed before it began (read your writes).
+
+        Once this store has written, the read first waits on the locks of the write
+        transactions older than its last one that are still in flight, and checks the horizon
+        has passed that one; while a transaction that holds no such lock (not an append) keeps
+        it back, it looks again after a short, growing delay. All in one round trip when
+        nothing is in flight.
+        """
+        written = self._written
+        if not written:
+            return self._query(statement, params)
+        delay = _FIRST_DELAY
         with self._using() as connection:
-            try:
+            while True:
                 with connection.pipeline() if _PIPELINE else contextlib.nullcontext():
-                    connection.execute("BEGIN")
-                    connection.execute(self._sql.lock)
-                    finish = body(connection)
-                    connection.execute("COMMIT")
-            except BaseException:
-                _roll_back(connection)
-                raise
-            result = finish()
-        self._notifier.notify()
-        return result
+                    connection.execute(self._sql.wait_older, (written,))
+                    oldest = connection.execute(self._sql.oldest_xid)
+                    rows = connection.execute(statement, params)
+                if one_row(oldest)[0] > written:
+                    return rows.fetchall()
+                time.sleep(delay)
+                delay = min(delay * 2, _MAX_DELAY)
 
     @contextlib.contextmanager
     def _using(self) -> Iterator[_Connection]:
@@ -357,6 +474,7 @@ class PostgresEventStore:
                 self._sql.channel,
                 self._notifier,
                 name=f"decider-pg-listen-{self.schema}",
+                held_back=self._sql.held_back,
             )
             try:
                 listener.start()

@@ -26,6 +26,8 @@ from typing import Protocol, TypeAlias, runtime_checkable
 
 import attrs
 
+from decider.stores.leases import Lease
+
 
 class StreamState(enum.Enum):
     """Expected revisions that are not a number."""
@@ -239,11 +241,16 @@ class TransactionalStore(Protocol):
         self,
         appends: Sequence[StreamAppend],
         checkpoint: tuple[str, int] | None = None,
+        *,
+        lease: Lease | None = None,
     ) -> list[AppendResult]:
         """Apply every append and the checkpoint atomically: all of them, or none.
 
         Raises :class:`~decider.stores.errors.WrongExpectedVersion` (naming the first stream that
         failed its check) and writes nothing if any expected revision does not hold. Each
-        append is idempotent as in :meth:`EventStore.append`.
+        append is idempotent as in :meth:`EventStore.append`. With a ``lease`` (stores that are
+        also a :class:`~decider.stores.leases.LeaseStore`), the same transaction checks that
+        the partition still has the lease's owner and epoch, and otherwise raises
+        :class:`~decider.stores.leases.LeaseLost` and writes nothing (fencing).
         """
         ...

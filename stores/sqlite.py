@@ -39,10 +39,12 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, ClassVar, TypeVar
 
+from decider.stores import _sqlite_leases as leases
 from decider.stores import _sqlite_sql as sql
 from decider.stores._connections import ThreadConnections
 from decider.stores._expectations import Stored, check_read_args, plan_append, validate_append
 from decider.stores.errors import PermanentStoreError, StoreError, StoreUnavailable
+from decider.stores.leases import Lease, check_ttl
 from decider.stores.names import CHECKPOINT, DEFAULT, NameRules
 from decider.stores.protocol import (
     ALL,
@@ -67,11 +69,13 @@ class SqliteEventStore:
     """An event store in one SQLite file (or ``":memory:"``), safe for threads and processes.
 
     Implements :class:`~decider.stores.protocol.EventStore`,
-    :class:`~decider.stores.protocol.CheckpointStore`
-    and :class:`~decider.stores.protocol.TransactionalStore`. Appends are atomic and serialised by
-    SQLite's write lock; positions strictly increase in commit order; ``synchronous`` sets the
-    durability of a commit (see the module docstring). Each thread uses its own connection.
-    ``":memory:"`` holds the log in this process only, behind one shared connection.
+    :class:`~decider.stores.protocol.CheckpointStore`,
+    :class:`~decider.stores.protocol.TransactionalStore`
+    and :class:`~decider.stores.leases.LeaseStore` (a lease table). Appends are atomic and
+    serialised by SQLite's write lock; positions strictly increase in commit order;
+    ``synchronous`` sets the durability of a commit (see the module docstring). Each thread
+    uses its own connection. ``":memory:"`` holds the log in this process only, behind one
+    shared connection.
     """
 
     name_rules: ClassVar[NameRules] = DEFAULT
@@ -144,8 +148,12 @@ class SqliteEventStore:
         self,
         appends: Sequence[StreamAppend],
         checkpoint: tuple[str, int] | None = None,
+        *,
+        lease: Lease | None = None,
     ) -> list[AppendResult]:
-        """Apply every append and the checkpoint in one transaction: all of them, or none."""
+        """Apply every append and the checkpoint in one transaction: all of them, or none; with
+        a ``lease``, only while it is still held (else
+        :class:`~decider.stores.leases.LeaseLost`)."""
         for item in appends:
             validate_append(len(item.events), item.expected_revision)
             self.name_rules.check_append(item.stream, item.events)
@@ -154,6 +162,8 @@ class SqliteEventStore:
         now = _now()
 
         def body(connection: sqlite3.Connection) -> list[AppendResult]:
+            if lease is not None:
+                leases.fence(connection, lease)
             results = [
                 _append(connection, a.stream, a.events, a.expected_revision, now) for a in appends
             ]
@@ -162,6 +172,31 @@ class SqliteEventStore:
             return results
 
         return self._write(body)
+
+    def claim_lease(self, partition: str, owner: str, ttl: float) -> Lease | None:
+        """Take the lease on ``partition`` for ``ttl`` seconds (see
+        :class:`~decider.stores.leases.LeaseStore`); ``None`` if another owner holds it."""
+        check_ttl(ttl)
+        return self._write(lambda c: leases.claim(c, partition, owner, ttl))
+
+    def renew_lease(self, lease: Lease, ttl: float) -> Lease:
+        """Extend ``lease`` by ``ttl`` seconds from now; ``LeaseLost`` if no longer held."""
+        check_ttl(ttl)
+        return self._write(lambda c: leases.renew(c, lease, ttl))
+
+    def release_lease(self, lease: Lease) -> bool:
+        """Free the partition at once; whether ``lease`` was still held."""
+        return self._write(lambda c: leases.release(c, lease))
+
+    def leases(self) -> list[Lease]:
+        """Every partition's lease, ordered by partition."""
+        connection, in_use = self._connection()
+        with in_use:
+            self._check_open()
+            try:
+                return leases.all_leases(connection)
+            except sqlite3.Error as exc:
+                raise _store_error(self._path, exc) from exc
 
     def read_stream(
         self, stream: str, from_revision: int = 0, limit: int | None = None

@@ -222,7 +222,7 @@ def test_a_store_outage_is_survived_by_resuming_from_the_checkpoint(app_name: st
             raise StoreUnavailable("the disk went away for a moment")
         return original(appends, checkpoint)
 
-    store.append_batch = flaky  # type: ignore[method-assign]
+    store.append_batch = flaky  # type: ignore[method-assign,assignment]
     app.publish(store, JobRequested(job_id="j", action="ok"), "jobs")
     with Service(app, store) as service:
         assert service.wait_until(lambda: completed(store, app, "j"), 30)

@@ -266,7 +266,7 @@ def test_a_store_outage_at_commit_keeps_the_handler_results_instead_of_running_i
             raise StoreUnavailable("read-only for a while")
         return original(appends, checkpoint)
 
-    store.append_batch = flaky  # type: ignore[method-assign]
+    store.append_batch = flaky  # type: ignore[method-assign,assignment]
     app.publish(store, JobRequested(job_id="j", action="ok"), "jobs")
     with Service(app, store) as service:
         assert service.wait_until(

@@ -165,7 +165,7 @@ def test_group_commit_covers_inputs_skips_and_checkpoint(store: EventStore, app_
         assert checkpoint is not None
         return original(appends, checkpoint)
 
-    store.append_batch = spy  # type: ignore[method-assign]
+    store.append_batch = spy  # type: ignore[method-assign,assignment]
     for i in range(5):
         app.publish(store, Added(tally_id=f"t{i}", amount=i), "tallies")
     app.publish(store, Added(tally_id="", amount=1), "tallies")

@@ -12,7 +12,6 @@ import pytest
 from psycopg import sql
 
 from decider.stores import ANY, NO_STREAM, CaughtUp, RecordedEvent, StoreError, StoreUnavailable
-from decider.stores import _postgres_sql as pgsql
 from decider.stores.contract import EventStoreContract, new_events, take, wait_until
 from decider.stores.postgres import PostgresEventStore
 from tests.support.postgres import PG_URI, fresh_schema, fresh_store, store_fixture
@@ -56,8 +55,9 @@ def test_schemas_isolate_logs_and_checkpoints() -> None:
         assert second.read_all() == [] and second.read_stream("s") == []
         assert second.load_checkpoint("proc") is None
         result = second.append("s", new_events(1), NO_STREAM)
-        assert (result.next_expected_revision, result.position) == (0, 1)
-        assert [e.position for e in first.read_all()] == [1, 2]
+        assert result.next_expected_revision == 0
+        assert [e.position for e in second.read_all()] == [result.position]
+        assert [e.revision for e in first.read_all()] == [0, 1]
 
 
 def test_reopening_keeps_events_positions_and_checkpoints() -> None:
@@ -193,36 +193,77 @@ def test_a_killed_connection_fails_once_then_reconnects(store: PostgresEventStor
     assert store.append("s", new_events(1), 0).next_expected_revision == 1
 
 
-def test_positions_follow_commit_order(store: PostgresEventStore) -> None:
-    """An append that starts while another transaction holds the append lock waits for it,
-    so it cannot commit a position past a position that is not visible yet."""
+def test_a_commit_behind_an_older_transaction_is_read_only_once_it_ends(
+    store: PostgresEventStore,
+) -> None:
+    """Readers read below the oldest transaction in flight: an append that commits while an
+    older transaction (holding an id) runs is hidden from other readers until that one ends;
+    the appending store's own read waits for it (read your writes)."""
     store.append("before", new_events(1), NO_STREAM)
-    lock = f"pg_advisory_xact_lock({pgsql.LOCK_CLASS}, {pgsql.lock_key(store.schema)})"
-    results: list[int] = []
-    with _raw() as raw, _raw() as probe:
-        raw.execute("BEGIN")
-        raw.execute(f"SELECT {lock}")
-        appender = threading.Thread(
-            target=lambda: results.append(store.append("late", new_events(1), ANY).position)
+    own: list[list[str]] = []
+    reader = PostgresEventStore(PG_URI, schema=store.schema)
+    try:
+        with _raw() as raw:
+            raw.execute("BEGIN")
+            raw.execute("SELECT pg_current_xact_id()")
+            store.append("late", new_events(1), ANY)  # commits, returns at once
+            own_read = threading.Thread(
+                target=lambda: own.append([e.stream for e in store.read_all()])
+            )
+            own_read.start()
+            assert len(store.read_stream("late")) == 1  # committed (read_stream: no horizon)
+            assert [e.stream for e in reader.read_all()] == ["before"]
+            assert reader._head() == store.read_stream("before")[0].position
+            own_read.join(0.3)  # a negative check: it must still be waiting
+            assert own_read.is_alive() and own == [], "the writer's own read waits"
+            raw.execute("COMMIT")
+        own_read.join(10)
+        assert own == [["before", "late"]]
+        assert [e.stream for e in reader.read_all()] == ["before", "late"]
+    finally:
+        reader.close()
+
+
+def test_a_schema_of_the_lock_based_version_is_migrated_on_open() -> None:
+    """A schema created by the version that drew positions from an identity column under an
+    advisory lock: opening drops the identity, keeps every event, position and checkpoint,
+    and numbers new events above the old ones."""
+    with fresh_schema() as schema, _raw() as raw:
+        s = sql.Identifier(schema).as_string(raw)
+        raw.execute(
+            f"""
+CREATE SCHEMA {s};
+CREATE TABLE {s}.events (
+    position    bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    stream      text        NOT NULL,
+    revision    bigint      NOT NULL,
+    event_id    uuid        NOT NULL,
+    type        text        NOT NULL,
+    data        bytea       NOT NULL,
+    metadata    bytea       NOT NULL,
+    recorded_at timestamptz NOT NULL,
+    UNIQUE (stream, revision)
+);
+CREATE INDEX events_by_stream_id ON {s}.events (stream, event_id);
+CREATE TABLE {s}.checkpoints (name text PRIMARY KEY, position bigint NOT NULL);
+INSERT INTO {s}.events (stream, revision, event_id, type, data, metadata, recorded_at)
+SELECT 'old', n, gen_random_uuid(), 'Old', '\\x7b7d', '', now()
+FROM generate_series(0, 2) AS n;
+INSERT INTO {s}.checkpoints VALUES ('proc', 2);
+"""
         )
-        appender.start()
-
-        def waiting_for_the_lock() -> bool:
-            # A connection of its own: a transaction sees one snapshot of pg_stat_activity.
-            rows = probe.execute(
-                "SELECT count(*) FROM pg_stat_activity"
-                " WHERE wait_event_type = 'Lock' AND wait_event = 'advisory'"
-                " AND query LIKE %s",
-                (f"%{lock}%",),
-            ).fetchall()
-            return bool(rows[0][0])
-
-        wait_until(waiting_for_the_lock)
-        assert results == [] and [e.stream for e in store.read_all()] == ["before"]
-        raw.execute("COMMIT")
-    appender.join(10)
-    assert len(results) == 1
-    assert [e.stream for e in store.read_all()] == ["before", "late"]
+        store = PostgresEventStore(PG_URI, schema=schema)
+        try:
+            old = store.read_all()
+            assert [(e.stream, e.position) for e in old] == [("old", 1), ("old", 2), ("old", 3)]
+            assert store.load_checkpoint("proc") == 2
+            result = store.append("old", new_events(1), 2)
+            assert result.next_expected_revision == 3 and result.position > 3
+            assert store.read_all(after_position=2) == [*old[2:], *store.read_stream("old", 3)]
+        finally:
+            store.close()
+        reopened = PostgresEventStore(PG_URI, schema=schema)  # a migrated schema opens as is
+        reopened.close()
 
 
 def test_recorded_at_is_stored_as_utc(store: PostgresEventStore) -> None:
@@ -315,4 +356,5 @@ def test_an_any_append_of_many_events_is_idempotent(store: PostgresEventStore) -
     first = store.append("s", events, ANY)
     assert store.append("s", events, ANY) == first
     assert len(store.read_stream("s")) == 1200
-    assert [e.position for e in store.read_stream("s")] == list(range(1, 1201))
+    positions = [e.position for e in store.read_stream("s")]
+    assert positions == list(range(positions[0], positions[0] + 1200))

@@ -1,0 +1,161 @@
+"""Every hot statement of the PostgreSQL store uses an index, on a tiny table and on 1M events.
+
+A statement psycopg has run five times is prepared on the server, and PostgreSQL may then keep
+a *generic* plan, chosen without the parameters' values, for as long as the connection lives:
+a plan chosen while the table was tiny can be a full scan that is still used at a million rows
+(an end-to-end run showed 725 such scans on a 32k-row table: the old ``find_many`` join). So
+each statement is explained with generic and custom plans, right after the schema is created
+and again on 1M events (built with ``generate_series``, indexes rebuilt after the load, then
+``ANALYZE``), and no plan may scan the events table sequentially.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import uuid
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import ClientCursor, sql
+
+from decider.stores import ANY, Filter
+from decider.stores._postgres_sql import read_all_sql
+from decider.stores.contract import new_events
+from decider.stores.postgres import PostgresEventStore
+from tests.support.postgres import PG_URI, fresh_store
+
+pytestmark = pytest.mark.slow
+
+EVENTS = 1_000_000
+STREAMS = 20_000
+Case = tuple[str, tuple[object, ...]]
+
+# The processors' filters (workflow inputs, commands, timers, the parked ledger) and none.
+FILTERS = {
+    "all": Filter(),
+    "inputs": Filter(event_types=("Input",)),
+    "commands": Filter(
+        stream_prefixes=("wf-", "$parked-app"),
+        event_types=("Retried",),
+        event_type_prefixes=("Sent:", "Published:"),
+    ),
+    "timers": Filter(stream_prefixes=("wf-",), event_type_prefixes=("Scheduled:",)),
+    "parked": Filter(stream_prefixes=("$parked-app",), event_types=("Parked",)),
+}
+
+
+def _cases(store: PostgresEventStore, head: int) -> dict[str, Case]:
+    s = store._sql
+    ids = [uuid.uuid4() for _ in range(3)]
+    cases: dict[str, Case] = {
+        "last_revision": (s.last_revision, ("wf-7",)),
+        "last_revisions": (s.last_revisions, (["wf-7", "wf-8"],)),
+        "range": (s.range, ("wf-7", 3, 10)),
+        "find_ids": (s.find_ids, ("wf-7", ids)),
+        "find_many": (s.find_many, (["wf-7", "wf-8", "wf-9"], ids)),
+        "read_stream": (s.read_stream, ("wf-7", 0, None)),
+        "read_stream_page": (s.read_stream, ("wf-7", 10, 100)),
+        "head": (s.head, ()),
+        "held_back": (s.held_back, ()),
+    }
+    for name, flt in FILTERS.items():
+        statement, params = read_all_sql(store.schema, flt)
+        # A processor's page after its checkpoint, and the idle check (one event after it).
+        cases[f"read_all[{name}] page"] = (statement, (head - 5_000, *params, 500))
+        cases[f"read_all[{name}] idle"] = (statement, (head - 10, *params, 1))
+        if name in ("all", "inputs"):  # dense: the first page from the start of the log
+            cases[f"read_all[{name}] first"] = (statement, (0, *params, 500))
+    return cases
+
+
+def _nodes(plan: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+    yield plan
+    for child in plan.get("Plans", ()):
+        yield from _nodes(child)
+
+
+def _plans(connection: psycopg.Connection[Any], case: Case) -> Iterator[tuple[str, Any]]:
+    """The statement's custom plan (with the values) and its generic plan (without)."""
+    statement, params = case
+    literal = ClientCursor(connection).mogrify
+    connection.execute("SET plan_cache_mode = force_custom_plan")
+    [(plan,)] = connection.execute("EXPLAIN (FORMAT JSON) " + literal(statement, params))
+    yield "custom", plan[0]["Plan"]
+    numbers = itertools.count(1)
+    prepared = re.sub("%s", lambda _: f"${next(numbers)}", statement)
+    connection.execute("SET plan_cache_mode = force_generic_plan")
+    connection.execute("PREPARE hot AS " + prepared)
+    arguments = f"({literal(', '.join(['%s'] * len(params)), params)})" if params else ""
+    [(plan,)] = connection.execute("EXPLAIN (FORMAT JSON) EXECUTE hot" + arguments)
+    connection.execute("DEALLOCATE hot")
+    yield "generic", plan[0]["Plan"]
+
+
+def _full_scans(store: PostgresEventStore, head: int) -> list[str]:
+    found = []
+    with psycopg.connect(PG_URI, autocommit=True, prepare_threshold=None) as connection:
+        for name, case in _cases(store, head).items():
+            for mode, plan in _plans(connection, case):
+                scans = [
+                    n
+                    for n in _nodes(plan)
+                    if n["Node Type"] == "Seq Scan" and n.get("Relation Name") == "events"
+                ]
+                if scans:
+                    found.append(f"{name} ({mode} plan)")
+    return found
+
+
+def _load(store: PostgresEventStore, count: int) -> None:
+    """``count`` events in ``STREAMS`` streams, of five types, written in one statement with
+    the indexes rebuilt afterwards (the same definitions: read from the catalogue)."""
+    events = sql.Identifier(store.schema).as_string(None) + ".events"
+    with psycopg.connect(PG_URI, autocommit=True) as connection:
+        indexes = [
+            row[0]
+            for row in connection.execute(
+                "SELECT pg_get_indexdef(indexrelid) FROM pg_index"
+                " WHERE indrelid = %s::regclass AND NOT indisprimary AND NOT indisunique",
+                (events,),
+            )
+        ]
+        constraints = connection.execute(
+            "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint"
+            " WHERE conrelid = %s::regclass",
+            (events,),
+        ).fetchall()
+        with connection.transaction():
+            connection.execute("SET LOCAL maintenance_work_mem = '256MB'")
+            for name, _ in constraints:
+                connection.execute(f"ALTER TABLE {events} DROP CONSTRAINT {name}")
+            for definition in indexes:
+                index = re.search(r"INDEX (\S+) ON", definition)
+                assert index is not None
+                connection.execute(f"DROP INDEX {store.schema}.{index[1]}")
+            connection.execute(
+                f"INSERT INTO {events}"
+                " (position, stream, revision, event_id, type, data, metadata, recorded_at)"
+                " SELECT n, 'wf-' || (n %% %s), n / %s, gen_random_uuid(),"
+                " (ARRAY['Input', 'Sent:Pay', 'Scheduled:Due', 'Decided', 'Published:Out'])"
+                "[1 + n %% 5], '\\x7b7d', '', now() FROM generate_series(1, %s) AS n",
+                (STREAMS, STREAMS, count),
+            )
+            for name, definition in constraints:
+                connection.execute(f"ALTER TABLE {events} ADD CONSTRAINT {name} {definition}")
+            for definition in indexes:
+                connection.execute(definition)
+        connection.execute(f"ANALYZE {events}")
+
+
+def test_no_hot_statement_scans_the_events_table() -> None:
+    with fresh_store() as store:
+        store.append("first", new_events(1), ANY)
+        assert _full_scans(store, head=10_000) == [], "on a tiny table"
+        _load(store, EVENTS)
+        assert _full_scans(store, head=EVENTS) == [], f"on {EVENTS} events"
+        # The store still works on the loaded table (its positions are all above the load's).
+        result = store.append("wf-7", new_events(1), ANY)
+        assert store.read_all(EVENTS, 10)[-1].position == result.position
