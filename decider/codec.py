@@ -64,6 +64,8 @@ _WRAPPING: dict[str, type[Any]] = {
 }
 _KIND_OF: dict[type[Any], str] = {cls: kind for kind, cls in _WRAPPING.items()}
 _EMPTY = b"{}"
+_OPTIONAL_TEXT = ("correlation_id", "causation_id", "workflow_version", "traceparent", "tracestate")
+"""The metadata fields that are absent or a string (absent ones decode as ``None``)."""
 _ENDINGS: dict[str, type[Failed | Cancelled]] = {"Failed": Failed, "Cancelled": Cancelled}
 # json.dumps builds a new encoder on every call made with options; one shared encoder (it keeps
 # no state between calls) writes the same compact, UTF-8 JSON for less.
@@ -182,6 +184,26 @@ class Timer:
     message_type: str
     after: timedelta
     message: bytes
+
+
+def trace_of(metadata: bytes) -> tuple[str, str | None] | None:
+    """The W3C ``traceparent`` and ``tracestate`` in metadata JSON bytes; ``None`` if there
+    is no trace context, or the metadata cannot be read (lenient, like
+    :meth:`Codec.causation_of`: a bad one is found when the event is decoded).
+
+    >>> trace_of(b'{"message_id": "m", "traceparent": "00-ab-cd-01"}')
+    ('00-ab-cd-01', None)
+    """
+    if b"traceparent" not in metadata:
+        return None  # the common case when nothing traces: no JSON parsed
+    try:
+        doc = json.loads(metadata)
+        parent, state = doc.get("traceparent"), doc.get("tracestate")
+    except Exception:  # any bad metadata: not JSON, not an object, too deep
+        return None
+    if not isinstance(parent, str):
+        return None
+    return parent, state if isinstance(state, str) else None
 
 
 def describe(exc: BaseException, limit: int = 500) -> str:
@@ -379,6 +401,10 @@ class Codec:
             doc["recorded_at"] = metadata.recorded_at.isoformat()
         if metadata.workflow_version is not None:
             doc["workflow_version"] = metadata.workflow_version
+        if metadata.traceparent is not None:
+            doc["traceparent"] = metadata.traceparent
+            if metadata.tracestate:
+                doc["tracestate"] = metadata.tracestate
         return self._dumps(doc)
 
     def decode_metadata(self, data: bytes) -> Metadata:
@@ -421,7 +447,7 @@ class Codec:
         doc = self._loads("metadata", data)
         if not isinstance(doc.get("message_id"), str):
             raise DecodeError("metadata", "'message_id' is missing or not a string")
-        for key in ("correlation_id", "causation_id", "workflow_version"):
+        for key in _OPTIONAL_TEXT:
             if doc.get(key) is not None and not isinstance(doc[key], str):
                 raise DecodeError("metadata", f"{key!r} must be a string, got {doc[key]!r}")
         recorded = doc.get("recorded_at")
@@ -432,6 +458,8 @@ class Codec:
                 causation_id=doc.get("causation_id"),
                 recorded_at=datetime.fromisoformat(recorded) if recorded else None,
                 workflow_version=doc.get("workflow_version"),
+                traceparent=doc.get("traceparent"),
+                tracestate=doc.get("tracestate"),
             )
         except (TypeError, ValueError) as exc:
             raise DecodeError("metadata", str(exc)) from exc

@@ -123,7 +123,9 @@ class Metadata:
     ``correlation_id`` ties together everything one process does; ``causation_id`` names the
     message that caused this one; ``recorded_at`` is when the store recorded it (UTC), if known;
     ``workflow_version`` is the ``version`` of the workflow code that began an instance, on its
-    ``Began`` event (see :func:`decider.began_version`).
+    ``Began`` event (see :func:`decider.began_version`); ``traceparent`` and ``tracestate``
+    are the W3C trace context of the work that wrote the message (absent when nothing traced
+    it), so what it causes joins the same trace.
     """
 
     message_id: str
@@ -131,6 +133,8 @@ class Metadata:
     causation_id: str | None = None
     recorded_at: datetime | None = None
     workflow_version: str | None = None
+    traceparent: str | None = None
+    tracestate: str | None = None
 
 
 @attrs.frozen

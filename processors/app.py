@@ -36,7 +36,7 @@ from decider import (
     event_id,
     new_id,
 )
-from decider.processors import streams
+from decider.processors import streams, telemetry
 from decider.processors.errors import AppDefinitionError
 from decider.processors.retry import HandlerFailure, RetryPolicy
 from decider.snapshots import state_type_of
@@ -302,11 +302,13 @@ class App:
         processor, which handles a message id once per instance.
         """
         message_id = message_id or new_id("msg")
-        type_name, data, metadata = self.codec.encode_envelope(
-            Envelope(message, Metadata(message_id=message_id, correlation_id=correlation_id))
-        )
-        event = NewEvent(event_id(stream, message_id, 0), type_name, data, metadata)
-        store.append(stream, [event], ANY)
+        with telemetry.publish_span(stream, self.codec.registry.name_of(type(message))):
+            metadata = telemetry.inject(
+                Metadata(message_id=message_id, correlation_id=correlation_id)
+            )
+            type_name, data, encoded = self.codec.encode_envelope(Envelope(message, metadata))
+            event = NewEvent(event_id(stream, message_id, 0), type_name, data, encoded)
+            store.append(stream, [event], ANY)
         return message_id
 
     def publish_many(
@@ -325,13 +327,15 @@ class App:
                 f"{len(messages)} messages but {len(message_ids)} message ids were given"
             )
         ids = list(message_ids) if message_ids is not None else [new_id("msg") for _ in messages]
-        events = []
-        for message, message_id in zip(messages, ids, strict=True):
-            type_name, data, metadata = self.codec.encode_envelope(
-                Envelope(message, Metadata(message_id=message_id))
-            )
-            events.append(NewEvent(event_id(stream, message_id, 0), type_name, data, metadata))
-        if events:
+        if not messages:
+            return ids
+        first_type = self.codec.registry.name_of(type(messages[0]))
+        with telemetry.publish_span(stream, first_type, len(messages)):
+            events = []
+            for message, message_id in zip(messages, ids, strict=True):
+                metadata = telemetry.inject(Metadata(message_id=message_id))
+                type_name, data, encoded = self.codec.encode_envelope(Envelope(message, metadata))
+                events.append(NewEvent(event_id(stream, message_id, 0), type_name, data, encoded))
             store.append(stream, events, ANY)
         return ids
 

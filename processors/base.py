@@ -29,7 +29,7 @@ import attrs
 
 from decider import Envelope, Metadata, event_id
 from decider.codec import describe
-from decider.processors import logs, streams
+from decider.processors import logs, streams, telemetry
 from decider.processors.app import App
 from decider.processors.clock import Clock, Signal
 from decider.processors.errors import ConflictsExhausted
@@ -305,15 +305,16 @@ class Processor(abc.ABC):
         The failure is classified in one place: data and user-code failures are a skip, a
         transient store failure or anything unexpected propagates (the batch is retried).
         """
-        try:
-            return handle(event)
-        except Skip as skip:
-            reason = skip.reason
-        except BaseException as exc:
-            if classify(exc, handling_input=True) is not Failure.SKIP:
-                raise
-            reason = describe(exc)
-        outcome.appends.append(self.skip(event, reason))
+        with telemetry.input_span(self.name, event):
+            try:
+                return handle(event)
+            except Skip as skip:
+                reason = skip.reason
+            except BaseException as exc:
+                if classify(exc, handling_input=True) is not Failure.SKIP:
+                    raise
+                reason = describe(exc)
+            outcome.appends.append(self.skip(event, reason))
         return None
 
     # -- the engine -------------------------------------------------------------------------
@@ -398,7 +399,8 @@ class Processor(abc.ABC):
         backoff = 0.1
         while True:
             try:
-                self._write(outcome)
+                with telemetry.commit_span(self.name, len(outcome.appends), outcome.position):
+                    self._write(outcome)
                 return
             except StoreUnavailable as exc:
                 if self.context.stop.is_set():
@@ -475,10 +477,12 @@ class Processor(abc.ABC):
         """A new event for ``message`` whose id derives from ``stream``, ``cause`` and ``index``."""
         codec = self.context.app.codec
         new_id = event_id(stream, cause, index)
-        metadata = Metadata(
-            message_id=str(new_id),
-            correlation_id=correlation_id,
-            causation_id=causation_id if causation_id is not None else cause,
+        metadata = telemetry.inject(
+            Metadata(
+                message_id=str(new_id),
+                correlation_id=correlation_id,
+                causation_id=causation_id if causation_id is not None else cause,
+            )
         )
         type_name, data, encoded = codec.encode_envelope(Envelope(message, metadata))
         return NewEvent(new_id, type_name, data, encoded)
@@ -489,8 +493,8 @@ class Processor(abc.ABC):
         """A stored message copied byte for byte to ``stream``, with an id derived from
         ``stream`` and ``cause`` (also its causation id)."""
         new_id = event_id(stream, cause, 0)
-        metadata = Metadata(
-            message_id=str(new_id), correlation_id=correlation_id, causation_id=cause
+        metadata = telemetry.inject(
+            Metadata(message_id=str(new_id), correlation_id=correlation_id, causation_id=cause)
         )
         return NewEvent(new_id, type_name, data, self.context.app.codec.encode_metadata(metadata))
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import attrs
+
 from decider import Codec, DecodeError, Metadata, WorkflowEvent
 from decider.codec import COMMAND_KINDS, LIFECYCLE_TYPES, TIMER_KINDS, Timer, kind_prefixes
 from decider.processors import streams
@@ -30,12 +32,7 @@ def decode_metadata(codec: Codec, record: RecordedEvent) -> Metadata:
     except DecodeError as exc:
         raise CorruptEvent(record.stream, record.revision, str(exc)) from exc
     if metadata.recorded_at is None:
-        return Metadata(
-            message_id=metadata.message_id,
-            correlation_id=metadata.correlation_id,
-            causation_id=metadata.causation_id,
-            recorded_at=record.recorded_at,
-        )
+        return attrs.evolve(metadata, recorded_at=record.recorded_at)
     return metadata
 
 

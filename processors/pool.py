@@ -24,6 +24,7 @@ handler's results, or :class:`~decider.processors.handlers.GaveUp`, exactly once
 from __future__ import annotations
 
 import collections
+import functools
 import heapq
 import itertools
 import logging
@@ -36,7 +37,7 @@ from typing import Any
 
 import attrs
 
-from decider.processors import logs
+from decider.processors import logs, telemetry
 from decider.processors.app import HandlerRegistration
 from decider.processors.clock import Clock, Signal
 from decider.processors.event_loop import EventLoop
@@ -58,6 +59,9 @@ class Job:
     conclude: Callable[[Conclusion], None]
     attempts: int = 0
     generation: int = 0
+    trace: Any = attrs.Factory(telemetry.capture)
+    """The trace context it was submitted in (the command's span): its calls and conclusion
+    go on in it."""
 
 
 @attrs.frozen
@@ -256,7 +260,14 @@ class CommandPool:
             if job.handler.is_async:
                 self._start_async(job)
                 continue
-            outcome = invoke(job.handler, job.command, job.command_id)
+            outcome = telemetry.call_handler(  # the handler's span, latency and retry count
+                self.name,
+                job.handler.type_name,
+                job.command_id,
+                job.attempts,
+                functools.partial(invoke, job.handler, job.command, job.command_id),
+                job.trace,
+            )
             with self._cond:
                 if worker.abandoned:
                     # Timed out: the watchdog concluded this attempt and replaced the worker.
@@ -316,7 +327,14 @@ class CommandPool:
     def _start_async(self, job: Job) -> None:
         assert self._loop is not None
         timeout = job.handler.timeout
-        coroutine = invoke_async(job.handler, job.command, job.command_id, timeout)
+        coroutine = telemetry.call_handler_async(
+            self.name,
+            job.handler.type_name,
+            job.command_id,
+            job.attempts,
+            lambda: invoke_async(job.handler, job.command, job.command_id, timeout),
+            job.trace,
+        )
         self._loop.submit(coroutine, lambda outcome: self._async_done(job, outcome))
 
     def _async_done(self, job: Job, outcome: Sequence[Any] | HandlerFailure) -> None:
@@ -372,7 +390,8 @@ class CommandPool:
             current = job.generation == self._generation
         if current:
             try:
-                job.conclude(conclusion)
+                with telemetry.attached(job.trace):
+                    job.conclude(conclusion)
             except Exception:  # the processor's bug: the job still ends, the worker goes on
                 self.log.exception("%s: concluding %s failed", self.name, job.command_id)
         with self._cond:

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
+from decider.processors import service_metrics
 from decider.processors.app import App
 from decider.processors.base import Context, Processor
 from decider.processors.clock import Clock, Signal, SystemClock
@@ -127,6 +128,7 @@ class Service:
             ]
             for thread in self._threads:
                 thread.start()
+            service_metrics.watch(self)
         self.logger.info(
             "service %r started: %s",
             self.app.name,

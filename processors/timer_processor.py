@@ -29,8 +29,9 @@ from datetime import datetime
 
 import attrs
 
+from decider import Metadata
 from decider.codec import event_kind
-from decider.processors import decoding, streams
+from decider.processors import decoding, streams, telemetry
 from decider.processors.base import Context, Outcome, Processor, Skip, Unit
 from decider.processors.clock import Signal
 from decider.stores.errors import CorruptEvent
@@ -55,6 +56,8 @@ class PendingTimer:
     """The instance stream that scheduled it."""
     revision: int = attrs.field(order=False, default=-1)
     """The revision of its ``Scheduled`` event in :attr:`stream`."""
+    trace: Metadata | None = attrs.field(order=False, default=None)
+    """The ``Scheduled`` event's metadata, for its trace context (the firing continues it)."""
 
 
 class TimerProcessor(Processor):
@@ -177,6 +180,7 @@ class TimerProcessor(Processor):
             correlation_id=metadata.correlation_id,
             stream=event.stream,
             revision=event.revision,
+            trace=metadata if metadata.traceparent is not None else None,
         )
 
     # -- the firing thread ----------------------------------------------------------------
@@ -276,7 +280,8 @@ class TimerProcessor(Processor):
 
     def _fired(self, timer: PendingTimer) -> StreamAppend:
         stream = streams.timer_stream(timer.scheduled_id)
-        new = self.copied(
-            stream, timer.scheduled_id, timer.message_type, timer.message, timer.correlation_id
-        )
+        with telemetry.timer_span(self.name, stream, timer.scheduled_id, timer.trace):
+            new = self.copied(
+                stream, timer.scheduled_id, timer.message_type, timer.message, timer.correlation_id
+            )
         return StreamAppend(stream, [new], NO_STREAM)

@@ -42,7 +42,7 @@ from decider import (
     start,
 )
 from decider.codec import stored_type
-from decider.processors import decoding, streams
+from decider.processors import decoding, streams, telemetry
 from decider.processors.app import WorkflowRegistration
 from decider.processors.base import Context, Outcome, Processor, Skip
 from decider.processors.cache import CachedInstance, InstanceCache
@@ -157,11 +157,15 @@ class WorkflowProcessor(Processor):
                 raise Skip(f"the route returned {routed!r:.200}, not an instance id")
             instance_id = routed
         stream = streams.instance_stream(self.workflow.name, instance_id)
+        telemetry.annotate(
+            "route", {"decider.workflow": self.workflow.name, "decider.instance_id": instance_id}
+        )
         w = work.get(stream)
         if w is None:
             entry = self._load(stream)
             w = _Work(entry.revision, entry.instance, entry.handled)
             work[stream] = w
+        telemetry.annotate("load", {"decider.revision": w.base_revision})
         for fresh in (False, True):
             if metadata.message_id in w.handled or metadata.message_id in w.added:
                 self.log.debug("%s: %s already handled %s", self.name, stream, metadata.message_id)
@@ -185,6 +189,7 @@ class WorkflowProcessor(Processor):
                 # state: if another writer moved the instance on, decide again on that.
                 if fresh or not self._caught_up(stream, w):
                     raise
+        telemetry.annotate("decide", {"decider.events": len(new)})
         w.instance = instance
         w.added.add(metadata.message_id)
         w.events.extend(new)
@@ -228,12 +233,14 @@ class WorkflowProcessor(Processor):
             else:
                 type_name, data = codec.encode_event(wf_event)
             recorded_at = self.context.clock.now() if isinstance(wf_event, Scheduled) else None
-            event_metadata = Metadata(
-                message_id=str(new_id),
-                correlation_id=instance_id,
-                causation_id=cause,
-                recorded_at=recorded_at,
-                workflow_version=began_version(self.workflow, wf_event),
+            event_metadata = telemetry.inject(
+                Metadata(
+                    message_id=str(new_id),
+                    correlation_id=instance_id,
+                    causation_id=cause,
+                    recorded_at=recorded_at,
+                    workflow_version=began_version(self.workflow, wf_event),
+                )
             )
             new.append(NewEvent(new_id, type_name, data, codec.encode_metadata(event_metadata)))
         return new

@@ -52,7 +52,7 @@ from decider.processors.cli.operate import (
     emit,
     emit_json,
 )
-from decider.processors.cli.running import EarlySignals, Heartbeat, run_service
+from decider.processors.cli.running import EarlySignals, Heartbeat, metrics_endpoint, run_service
 from decider.processors.cli.views import instance_lines, parked_lines, status_lines
 from decider.processors.console.cli import add_commands as add_console_commands
 from decider.processors.errors import NotParked, ProcessorDied
@@ -158,6 +158,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="log a progress line this often while it changes; 0: never (default: 10)",
     )
     run.add_argument("--batch-size", type=int, default=500, help="inputs per transaction")
+    run.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="N",
+        help="serve metrics for Prometheus on this port, 0: any free one (the 'metrics' extra)",
+    )
+    run.add_argument(
+        "--metrics-host", default="127.0.0.1", help="the address to serve metrics on (loopback)"
+    )
     run.set_defaults(command=_run)
 
     show_cmd = commands.add_parser("show", help="an instance's history and folded state")
@@ -232,7 +241,7 @@ def _run(args: argparse.Namespace) -> int:
                 return 0
             LOGGER.info("running app %r (%s) on %s", app.name, args.app, redact_uri(uri))
             try:
-                with Heartbeat(store, app):
+                with metrics_endpoint(args), Heartbeat(store, app):
                     run_service(service, args.progress_interval, LOGGER, early.received)
             except TimeoutError as exc:
                 raise CliError(f"the service did not stop in time: {exc}") from exc

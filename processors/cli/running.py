@@ -8,15 +8,19 @@ effect.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import logging
 import signal
 import threading
+from collections.abc import Iterator
 from types import FrameType
 from typing import Any
 
+from decider.processors import service_metrics
 from decider.processors.app import App
 from decider.processors.base import Processor
+from decider.processors.cli.loading import UsageError
 from decider.processors.operations import (
     HEARTBEAT_EVERY,
     beat,
@@ -226,3 +230,21 @@ def _forward(service: Service, early: threading.Event, done: threading.Event) ->
                 service.stop()
             return
         done.wait(0.01)
+
+
+@contextlib.contextmanager
+def metrics_endpoint(args: argparse.Namespace) -> Iterator[None]:
+    """``--metrics-port``: serve the metrics for Prometheus while the block runs, and log where
+    (:func:`~decider.processors.service_metrics.endpoint`); a port that cannot be served, or
+    the ``metrics`` extra missing, is a usage error."""
+    try:
+        served = contextlib.ExitStack()
+        port = served.enter_context(service_metrics.endpoint(args.metrics_port, args.metrics_host))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    with served:
+        if port is not None:
+            logging.getLogger(__name__).info(
+                "metrics served on http://%s:%d/metrics", args.metrics_host, port
+            )
+        yield

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -57,6 +58,7 @@ class ServiceProcess:
         env: dict[str, str],
         command: list[str] | None = None,
         cwd: Path = ROOT,
+        options: Sequence[str] = (),
     ) -> None:
         self.app_spec = app_spec
         self.uri = uri
@@ -64,6 +66,8 @@ class ServiceProcess:
         self.env = env
         self.command = command or decider_command()
         self.cwd = cwd
+        self.options = list(options)
+        """More options of ``decider run`` (e.g. ``--metrics-port``)."""
         self.process: subprocess.Popen[bytes] | None = None
         self.runs = 0
 
@@ -72,6 +76,7 @@ class ServiceProcess:
         assert self.process is None or self.process.poll() is not None, "already running"
         self.runs += 1
         arguments = ["run", self.app_spec, "--store", self.uri, "--progress-interval", "0.5"]
+        arguments += self.options
         with self.log.open("a") as log:
             log.write(f"===== run {self.runs}\n")
             log.flush()
