@@ -24,6 +24,7 @@ from samples.traffic_fine.messages import (
     ParkingViolation,
     PoliceReportPublished,
     SpeedingViolation,
+    TrafficFineManualIdentificationCodeGenerated,
     TrafficFineSystemNumberGenerated,
 )
 from tests.support import console_app
@@ -60,7 +61,8 @@ def filled_store(path: Path) -> Iterator[tuple[SqliteEventStore, Service]]:
 def filled(store: EventStore) -> Iterator[Service]:
     """A running service on ``store``, which then holds: PR-1 (fined, completed), PR-2
     (parking, completed), PR-XSS (completed, ``<script>`` in its payload), PR-WAIT (running),
-    PR-PARK (running, its code command parked), and one skipped input (no instance to go to)."""
+    PR-PARK (running, its code command parked), PR-FAIL (failed: a code came before any
+    report), and one skipped input (no instance to go to)."""
     console_app.BROKEN.set()
     service = Service(console_app.app, store)
     service.start()
@@ -79,10 +81,15 @@ def filled(store: EventStore) -> Iterator[Service]:
         app.publish(store, speeding("PR-PARK"), REPORTS_STREAM)
         stray = TrafficFineSystemNumberGenerated(police_report_id="PR-0", number="PAY-0")
         app.publish(store, stray, "numbers")  # no correlation id: the route finds no instance
+        early = TrafficFineManualIdentificationCodeGenerated(
+            police_report_id="PR-FAIL", number="PAY-9", code="C0DE"
+        )
+        app.publish(store, early, "codes", correlation_id="PR-FAIL")  # decide raises: failed
 
         def ready() -> bool:
             done = [i for i in status(store, app) if i.status is Lifecycle.COMPLETED]
-            return len(done) == 3 and len(list_parked(store, app)) == 1
+            failed = [i for i in status(store, app) if i.status is Lifecycle.FAILED]
+            return len(done) == 3 and len(failed) == 1 and len(list_parked(store, app)) == 1
 
         assert service.wait_until(ready, 30), status(store, app)
         assert service.wait_idle(30)

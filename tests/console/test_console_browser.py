@@ -1,8 +1,8 @@
 """The console seen in a real headless browser (Debian's chromium, driven by Selenium).
 
-The store holds completed, running and parked instances and a skipped input; the console runs
-as a ``decider console`` process and a service runs beside it in this process, so a retry
-clicked in the browser is carried out for real. No skip: without chromium and chromedriver
+The store holds completed, running, parked and failed instances and a skipped input; the
+console runs as a ``decider console`` process and a service runs beside it in this process, so
+a retry clicked in the browser is carried out for real. No skip: without chromium and chromedriver
 this test fails (``make test`` installs them).
 """
 
@@ -110,7 +110,14 @@ def test_a_person_sees_instances_timelines_diagrams_and_retries_a_parked_command
     assert "running" in _row(browser, stream("PR-WAIT"))
     parked_row = _row(browser, stream("PR-PARK"))
     assert "running" in parked_row and "stuck" in parked_row
+    assert "failed" in _row(browser, stream("PR-FAIL"))
     _screenshot(browser, "instances")
+
+    # Filters: failed only.
+    browser.get(f"{console.url}instances?status=failed")
+    _wait(browser, "table.instances")
+    shown = browser.find_element(By.CSS_SELECTOR, "table.instances tbody").text
+    assert stream("PR-FAIL") in shown and stream("PR-WAIT") not in shown
 
     # Filters: running only.
     browser.get(f"{console.url}instances?status=running")

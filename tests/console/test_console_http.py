@@ -210,7 +210,9 @@ def test_redrive_feeds_a_skipped_input_again(
 def test_the_instance_list_filters_and_pages(world: tuple[SqliteEventStore, Service]) -> None:
     store, _ = world
     everything = list_instances(store, console_app.app)
-    assert everything.total == 5
+    assert everything.total == 6
+    failed = list_instances(store, console_app.app, status_value=Lifecycle.FAILED.value)
+    assert [r.stream for r in failed.rows] == [stream("PR-FAIL")]
     running = list_instances(store, console_app.app, status_value=Lifecycle.RUNNING.value)
     assert {r.stream for r in running.rows} <= {stream("PR-WAIT"), stream("PR-PARK")}
     stuck_now = list_instances(store, console_app.app, stuck_only=True, stuck_after=timedelta(0))
@@ -225,7 +227,7 @@ def test_the_pager_links_to_the_next_page(world: tuple[SqliteEventStore, Service
     running = Running(Console(console_app.app, world[0], page_size=2))
     try:
         body = running.request("/instances")[2]
-        assert "1 to 2 of 5" in body and 'href="/instances?offset=2"' in body
+        assert "1 to 2 of 6" in body and 'href="/instances?offset=2"' in body
     finally:
         running.close()
 

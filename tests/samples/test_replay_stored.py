@@ -76,8 +76,10 @@ def test_instances_the_changed_code_would_record_differently_are_named(store: Ev
 
     text = str(raised.value)
     assert "2 of 3 stored instances" in text  # the declined quote schedules nothing
-    assert "Quote-accepted: differs at #3 (input RequestQuote(" in text
-    assert "Quote-held: differs at #3" in text and "Quote-declined" not in text
+    # Each names the version of the code that began it (recorded on Began).
+    began = f"(began by version {workflow.version})"
+    assert f"Quote-accepted {began}: differs at #3 (input RequestQuote(" in text
+    assert f"Quote-held {began}: differs at #3" in text and "Quote-declined" not in text
 
 
 def test_the_command_line_checks_a_store_and_exits_1_when_an_instance_differs(
@@ -100,6 +102,6 @@ def test_the_command_line_checks_a_store_and_exits_1_when_an_instance_differs(
     monkeypatch.setattr(samples.quotes.app, "app", _with_longer_validity())
     assert main([*args, "--limit", "1"]) == 1
     out = capsys.readouterr().out
-    assert out.startswith("Quote-accepted: differs at #3")
+    assert out.startswith(f"Quote-accepted (began by version {workflow.version}): differs at #3")
     assert out.rstrip().endswith("1 instances replayed, 1 differ")
     assert main([*args, "--workflow", "Nope"]) == 2

@@ -7,12 +7,16 @@ root on its PYTHONPATH) and run by a service in the test's process, where :data:
   instance keeps running;
 - the code handler fails for a report id starting ``PR-PARK`` while :data:`BROKEN` is set, and
   has one attempt, so the command is parked at once; clearing :data:`BROKEN` and retrying the
-  parked command lets the instance complete.
+  parked command lets the instance complete;
+- the workflow fails its instance when ``decide`` raises (``on_error="fail"``), so an input it
+  cannot take in its state (a code before any report) leaves a failed instance.
 """
 
 from __future__ import annotations
 
 import threading
+
+import attrs
 
 from decider.processors import App, RetryPolicy, by_correlation
 from samples.traffic_fine.app import (
@@ -53,7 +57,7 @@ def identification_code(
 
 app = App("console-fines", retry=RetryPolicy(max_attempts=1, initial_delay=0, jitter=0))
 app.workflow(
-    workflow,
+    attrs.evolve(workflow, on_error="fail"),
     inputs={
         PoliceReportPublished: _report_id,
         TrafficFineSystemNumberGenerated: by_correlation,
