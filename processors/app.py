@@ -92,9 +92,19 @@ class App:
     """
 
     def __init__(
-        self, name: str, *, codec: Codec | None = None, retry: RetryPolicy | None = None
+        self,
+        name: str,
+        *,
+        codec: Codec | None = None,
+        retry: RetryPolicy | None = None,
+        partitions: int = 16,
     ) -> None:
         self.name = streams.check_app_name(name)
+        if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
+            raise AppDefinitionError(f"partitions must be a positive int, got {partitions!r}")
+        self.partitions = partitions
+        """How many partitions the workflow work splits into when several processes share it
+        (``decider run --partitions auto``; see docs/scaling.md). Fixed per app."""
         self.codec = codec or Codec()
         self.default_retry = retry or RetryPolicy()
         self.workflows: dict[str, WorkflowRegistration] = {}

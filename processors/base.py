@@ -13,7 +13,13 @@ engine (this module) owns everything after that:
 - the skip records: an input that cannot be handled goes to ``decider-skipped-<processor>``
   with the reason, and the processor moves on;
 - the classification of failures (:mod:`decider.processors.failures`): skip, retry with
-  back-off, or resume from the checkpoint; never the end of the thread.
+  back-off, or resume from the checkpoint; never the end of the thread;
+- in a group of processes (:class:`~decider.processors.group.PartitionGroup`): a partitioned
+  processor handles only the inputs of the partitions this process holds, each partition with
+  its own checkpoint, and commits each partition's work under its lease (fencing); any other
+  processor runs only in the member that holds its singleton lease, and commits under it.
+  A commit that finds its lease lost writes nothing; the processor drops the lease and resumes
+  from the checkpoints of what it still holds.
 """
 
 from __future__ import annotations
@@ -22,20 +28,23 @@ import abc
 import logging
 import random
 import threading
+import time
+from collections import defaultdict
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from decider import Envelope, Metadata, event_id
 from decider.codec import describe
-from decider.processors import streams
+from decider.processors import partitions, streams
 from decider.processors.app import App
 from decider.processors.clock import Clock, Signal
 from decider.processors.errors import ConflictsExhausted
 from decider.processors.failures import PERMANENT, ErrorLog, Failure, classify
 from decider.processors.messages import InputSkipped
 from decider.stores.errors import StoreUnavailable, WrongExpectedVersion
+from decider.stores.leases import Lease, LeaseLost
 from decider.stores.protocol import (
     ANY,
     NO_STREAM,
@@ -50,8 +59,14 @@ from decider.stores.protocol import (
     TransactionalStore,
 )
 
+if TYPE_CHECKING:
+    from decider.processors.group import PartitionGroup
+
 MAX_CONFLICT_RETRIES = 5
 """How many times one unit of work is redone after revision conflicts before giving up."""
+
+IDLE_CHECKPOINT_EVERY = 1.0
+"""In a group: how often (seconds) a held partition without inputs has its checkpoint moved on."""
 
 ERRORS_KEPT = 100
 """How many of a processor's unexpected errors are kept (the rest are only counted)."""
@@ -68,6 +83,10 @@ class Outcome:
     appends: list[StreamAppend] = attrs.Factory(list)
     position: int | None = None
     on_commit: list[Callable[[], None]] = attrs.Factory(list)
+
+
+class LeaseNotHeld(Exception):
+    """In a group: this process holds no lease to commit the processor's work under."""
 
 
 class Skip(Exception):
@@ -94,6 +113,8 @@ class Context:
     progress: Callable[[], None]
     batch_size: int = 500
     logger: logging.Logger = LOGGER
+    group: PartitionGroup | None = None
+    """The group this process shares the app's work with (``None``: it does all the work)."""
 
 
 class Processor(abc.ABC):
@@ -108,6 +129,9 @@ class Processor(abc.ABC):
 
     name: str
     filter: Filter
+    partitioned = False
+    """Whether, in a group, the work splits by partition (:meth:`partition_key`); if not, one
+    member runs the processor (its singleton lease is named after the name's last part)."""
 
     def __init__(self, context: Context) -> None:
         self.context = context
@@ -120,6 +144,11 @@ class Processor(abc.ABC):
         self._lock = threading.Lock()
         self._transactional = isinstance(context.store, TransactionalStore)
         self._random = random.Random()
+        self._seen_version = -1
+        self._owned: dict[int, Lease] | None = None
+        self._marks: dict[int, int | None] = {}
+        self._fence: tuple[str, Lease] | None = None
+        self._next_idle_commit = 0.0
 
     @property
     def log(self) -> logging.Logger:
@@ -137,6 +166,8 @@ class Processor(abc.ABC):
             try:
                 self.consume()
                 backoff = 0.1
+            except (LeaseLost, LeaseNotHeld) as exc:
+                self._lease_gone(exc)
             except BaseException as exc:
                 failure = classify(exc, handling_input=False)
                 if failure is Failure.INTERRUPT:
@@ -164,13 +195,18 @@ class Processor(abc.ABC):
         self.context.stop.wait(backoff)
 
     def consume(self) -> None:
-        """One subscription's life: from the checkpoint until stopped."""
-        self.committed = self.context.checkpoints.load_checkpoint(self.name)
+        """One subscription's life: from the checkpoint until stopped (in a group: until what
+        this process holds changes)."""
+        group = self.context.group
+        if group is not None and not self._await_leases(group):
+            return
+        self.committed = self._start_position()
         subscription = self.context.store.subscribe(self.committed, self.filter)
         with self._lock:
             self._subscription = subscription
         # A stop() that came before the subscription existed found nothing to end.
-        if self.context.stop.is_set() or self.halted():
+        moved = group is not None and group.version != self._seen_version
+        if self.context.stop.is_set() or self.halted() or moved:
             subscription.stop()
         self.log.info("%s starting after position %s", self.name, self.committed)
         try:
@@ -198,6 +234,102 @@ class Processor(abc.ABC):
         with self._lock:
             if self._subscription is not None:
                 self._subscription.stop()
+
+    # -- in a group ---------------------------------------------------------------------------
+
+    def partition_key(self, event: RecordedEvent) -> str:
+        """The stream whose partition ``event`` belongs to (by default its own stream)."""
+        return event.stream
+
+    def on_leases_changed(self) -> None:  # noqa: B027 (a hook: most policies keep no state)
+        """In a group, before resubscribing after what this process holds changed: forget what
+        was learnt of partitions that may have moved (caches)."""
+
+    def _role(self) -> str:
+        return self.name.rsplit(".", 1)[-1]
+
+    def _await_leases(self, group: PartitionGroup) -> bool:
+        """Wait (interruptibly by stop) until this process holds something to work on."""
+        while not self.context.stop.is_set():
+            self._seen_version = group.version
+            if group.partitions() if self.partitioned else group.singleton(self._role()):
+                self.on_leases_changed()
+                return True
+            self.context.stop.wait(0.1)
+        return False
+
+    def _start_position(self) -> int | None:
+        """The position to subscribe after: the checkpoint, or in a group of a partitioned
+        processor the lowest checkpoint of the partitions held."""
+        group, checkpoints = self.context.group, self.context.checkpoints
+        if group is None or not self.partitioned:
+            self._owned = None
+            return checkpoints.load_checkpoint(self.name)
+        self._owned = group.partitions()
+        self._marks = {
+            number: checkpoints.load_checkpoint(partitions.checkpoint_name(self.name, number))
+            for number in self._owned
+        }
+        marks = list(self._marks.values())
+        if any(mark is None for mark in marks):
+            return None
+        return min(mark for mark in marks if mark is not None)
+
+    def _lease_gone(self, exc: LeaseLost | LeaseNotHeld) -> None:
+        group = self.context.group
+        if isinstance(exc, LeaseLost) and group is not None:
+            group.lost(exc.lease)
+        self.log.warning("%s: %s; resuming with the leases still held", self.name, exc)
+        self.context.stop.wait(0.1)
+
+    def _process_partitions(self, batch: Sequence[RecordedEvent], owned: dict[int, Lease]) -> None:
+        """Handle the inputs of the partitions held, each partition's work committed on its own
+        under its lease, with its checkpoint past ``batch``."""
+        count = self.context.app.partitions
+        end = batch[-1].position
+        work: dict[int, list[RecordedEvent]] = defaultdict(list)
+        for event in batch:
+            number = partitions.partition_of(self.partition_key(event), count)
+            if number in owned:
+                mark = self._marks.get(number)
+                if mark is None or event.position > mark:
+                    work[number].append(event)
+        now = time.monotonic()
+        idle_due = now >= self._next_idle_commit
+        if idle_due:
+            self._next_idle_commit = now + IDLE_CHECKPOINT_EVERY
+        for number, lease in owned.items():
+            events = work.get(number)
+            if not events and (not idle_due or self._marks.get(number) == end):
+                continue
+            self._fence = (partitions.checkpoint_name(self.name, number), lease)
+            try:
+                if events:
+                    outcome = self.handle(events)
+                    if outcome.position is not None:
+                        outcome.position = end
+                    self.commit_outcome(outcome, events)
+                else:
+                    self.commit(Outcome(position=end))
+            except LeaseLost as exc:
+                self._lease_gone(exc)
+                continue
+            finally:
+                self._fence = None
+            self._marks[number] = end
+        self.committed = end
+
+    def _commit_fence(self) -> tuple[str, Lease | None]:
+        """The checkpoint name and the lease to commit under now (no lease: not in a group)."""
+        if self._fence is not None:
+            return self._fence
+        group = self.context.group
+        if group is None or self.partitioned:
+            return self.name, None
+        lease = group.singleton(self._role())
+        if lease is None:
+            raise LeaseNotHeld(f"this process does not hold {self._role()!r} of its group")
+        return self.name, lease
 
     def halted(self) -> bool:
         """Whether this subscription's life must end now, although the service goes on."""
@@ -276,8 +408,12 @@ class Processor(abc.ABC):
         """Handle ``batch`` and commit what it leads to with the checkpoint past it.
 
         If the commit fails a revision check (another writer) or the store rejects it for good,
-        the batch is redone unit by unit (:meth:`redo_units`), each in the conflict loop.
+        the batch is redone unit by unit (:meth:`redo_units`), each in the conflict loop. In a
+        group, a partitioned processor handles only the inputs of the partitions held.
         """
+        if self._owned is not None:
+            self._process_partitions(batch, self._owned)
+            return
         self.commit_outcome(self.handle(batch), batch)
 
     def commit_outcome(self, outcome: Outcome, batch: Sequence[RecordedEvent]) -> None:
@@ -360,10 +496,19 @@ class Processor(abc.ABC):
     def _write(self, outcome: Outcome) -> None:
         store = self.context.store
         appends, position = outcome.appends, outcome.position
-        if appends and self._transactional:
+        try:
+            name, lease = self._commit_fence()
+        except LeaseNotHeld:
+            if appends:
+                raise
+            return  # a checkpoint only: the member that holds the lease keeps it
+        if (appends or lease is not None) and self._transactional:
             assert isinstance(store, TransactionalStore)
-            checkpoint = None if position is None else (self.name, position)
-            store.append_batch(appends, checkpoint)
+            checkpoint = None if position is None else (name, position)
+            if lease is None:
+                store.append_batch(appends, checkpoint)
+            else:
+                store.append_batch(appends, checkpoint, lease=lease)
         else:
             for item in appends:
                 store.append(item.stream, item.events, item.expected_revision)

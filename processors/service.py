@@ -28,6 +28,7 @@ from decider.processors.base import LOGGER, Context, Processor
 from decider.processors.clock import Clock, Signal, SystemClock
 from decider.processors.command_processor import CommandProcessor
 from decider.processors.errors import ProcessorDied
+from decider.processors.group import PartitionGroup
 from decider.processors.timer_processor import TimerProcessor
 from decider.processors.workflow_processor import WorkflowProcessor
 from decider.stores.protocol import CheckpointStore, EventStore
@@ -56,6 +57,7 @@ class Service:
         batch_size: int = 500,
         cache_size: int = 20_000,
         logger: logging.Logger = LOGGER,
+        group: PartitionGroup | None = None,
     ) -> None:
         if not isinstance(store, CheckpointStore):
             raise TypeError(
@@ -72,6 +74,11 @@ class Service:
         self.batch_size = batch_size
         self.cache_size = cache_size
         self.logger = logger
+        self.group = group
+        """The group this service shares the app's work with (``None``: it does all of it);
+        started and stopped (its leases released) with the service."""
+        if group is not None:
+            group.on_change(self._leases_changed)
         self.processors: list[Processor] = []
         self._threads: list[threading.Thread] = []
         self._stop = Signal()
@@ -104,12 +111,15 @@ class Service:
                 progress=self._on_progress,
                 batch_size=self.batch_size,
                 logger=self.logger,
+                group=self.group,
             )
             self.processors = [
                 WorkflowProcessor(context, registration, self.cache_size)
                 for registration in self.app.workflows.values()
             ]
             self.processors += [CommandProcessor(context), TimerProcessor(context)]
+            if self.group is not None:
+                self.group.start()
             self._threads = [
                 threading.Thread(target=self._run, args=(p,), name=f"decider:{p.name}", daemon=True)
                 for p in self.processors
@@ -133,6 +143,8 @@ class Service:
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
         alive = [t.name for t in self._threads if t.is_alive()]
+        if self.group is not None and not alive:
+            self.group.stop()
         self._on_progress()
         if alive:
             raise TimeoutError(f"still running after {timeout}s: {', '.join(alive)}")
@@ -260,6 +272,13 @@ class Service:
         self._stop.set()
         for other in self.processors:
             other.stop()
+        self._on_progress()
+
+    def _leases_changed(self) -> None:
+        """What this process holds changed: every processor resubscribes (from the checkpoints
+        of what it holds now)."""
+        for processor in self.processors:
+            processor.stop()
         self._on_progress()
 
     def _on_progress(self) -> None:

@@ -11,9 +11,12 @@ finds what the first wrote)::
     decider-parked-<app>                     the app's parked-command ledger
     decider-failed-<Workflow>-<command id>   a parked command's CommandFailed, fed back
     decider-skipped-<processor>              the inputs a processor skipped
+    decider-partitions-<app>                 the app's partition count (partitioned runs)
+    decider-leases-<app>                     the history of partition claims (partitioned runs)
 
 and the processors' (checkpoint) names ``<app>.workflow.<Workflow>``, ``<app>.commands``,
-``<app>.timers``.
+``<app>.timers``; in a partitioned run, a workflow processor's checkpoint per partition is
+``<processor>.p<partition>``.
 
 :data:`SEPARATOR` (``-``) follows a workflow or handler name, which therefore cannot contain
 it: the workflow of an instance stream is the part before the first ``-``, so ``Order`` and
@@ -214,3 +217,18 @@ def command_processor_name(app: str) -> str:
 def timer_processor_name(app: str) -> str:
     """The name (and checkpoint name) of an app's timer processor."""
     return f"{app}.timers"
+
+
+def partition_checkpoint_name(processor: str, partition: int) -> str:
+    """The checkpoint name of ``processor`` for one partition (a partitioned run)."""
+    return f"{processor}.p{partition}"
+
+
+def partition_count_stream(app: str) -> str:
+    """The stream that records an app's partition count (a partitioned run)."""
+    return f"{_SYSTEM}partitions{SEPARATOR}{app}"
+
+
+def lease_history_stream(app: str) -> str:
+    """The stream of an app's partition claims, one per new lease epoch (a partitioned run)."""
+    return f"{_SYSTEM}leases{SEPARATOR}{app}"

@@ -56,6 +56,12 @@ from decider.processors.cli.running import EarlySignals, Heartbeat, run_service
 from decider.processors.cli.views import instance_lines, parked_lines, status_lines
 from decider.processors.console.cli import add_commands as add_console_commands
 from decider.processors.errors import NotParked
+from decider.processors.partition_status import (
+    join_group,
+    partition_document,
+    partition_lines,
+    partition_rows,
+)
 from decider.processors.queries import list_parked, retry_parked, show, status
 from decider.processors.replay_check import replay_stored
 from decider.processors.service import Service
@@ -157,6 +163,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="log a progress line this often while it changes; 0: never (default: 10)",
     )
     run.add_argument("--batch-size", type=int, default=500, help="inputs per transaction")
+    run.add_argument(
+        "--partitions",
+        choices=("all", "auto"),
+        default="all",
+        help="all: this process does all the work (default); auto: share it with the app's "
+        "other processes through leases in the store (see docs/scaling.md)",
+    )
+    run.add_argument(
+        "--lease-ttl",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="with --partitions auto: how long a lease lasts unrenewed (default: 10)",
+    )
     run.set_defaults(command=_run)
 
     show_cmd = commands.add_parser("show", help="an instance's history and folded state")
@@ -219,7 +239,8 @@ def _run(args: argparse.Namespace) -> int:
         store = open_uri(uri)
         try:
             try:
-                service = Service(app, store, batch_size=args.batch_size)
+                group = join_group(store, app, args.partitions, args.lease_ttl)
+                service = Service(app, store, batch_size=args.batch_size, group=group)
             except (TypeError, ValueError) as exc:
                 raise UsageError(str(exc)) from exc
             try:
@@ -264,10 +285,14 @@ def _status(args: argparse.Namespace) -> int:
         except KeyError as exc:
             raise UsageError(exc.args[0] if exc.args else str(exc)) from exc
         parked = list_parked(store, app)
+        rows = partition_rows(store, app)
         if args.json:
-            emit_json(status_document(app, instances, parked))
+            document = status_document(app, instances, parked)
+            if rows:
+                document["partitions"] = partition_document(rows)
+            emit_json(document)
         else:
-            emit(status_lines(app, instances, parked, args.limit))
+            emit(status_lines(app, instances, parked, args.limit) + partition_lines(rows))
     return 0
 
 
