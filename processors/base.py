@@ -245,6 +245,14 @@ class Processor(abc.ABC):
         """In a group, before resubscribing after what this process holds changed: forget what
         was learnt of partitions that may have moved (caches)."""
 
+    def holds_work(self) -> bool:
+        """Whether this process has work of this processor to do: always, unless in a group
+        where it holds none of the processor's partitions (or not its singleton lease)."""
+        group = self.context.group
+        if group is None:
+            return True
+        return bool(group.partitions() if self.partitioned else group.singleton(self._role()))
+
     def _role(self) -> str:
         return self.name.rsplit(".", 1)[-1]
 

@@ -91,6 +91,7 @@ class PartitionGroup:
         self._index = {name: i for i, name in enumerate(self._names)}
         self._singletons = [partitions.singleton_lease_name(app.name, r) for r in SINGLETONS]
         self._member = partitions.member_lease_name(app.name, self.owner)
+        self._member_lease: Lease | None = None
 
     # -- what the processors ask ----------------------------------------------------------
 
@@ -150,6 +151,9 @@ class PartitionGroup:
         with self._lock:
             held = [lease for lease, _ in self._held.values()]
             self._held.clear()
+        if self._member_lease is not None:
+            held.append(self._member_lease)  # last: the others see one member less
+            self._member_lease = None
         for lease in held:
             try:
                 self.store.release_lease(lease)
@@ -195,6 +199,7 @@ class PartitionGroup:
         member = self.store.claim_lease(self._member, self.owner, self.ttl)
         if member is None:  # pragma: no cover - a member name is unique to this process
             raise RuntimeError(f"member name {self.owner!r} is taken")
+        self._member_lease = member
         changed = False
         with self._lock:
             held = list(self._held.values())

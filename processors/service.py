@@ -237,6 +237,8 @@ class Service:
             seen = self._version
             views = [(p, p.idle_position()) for p in self.processors]
         for processor, position in views:
+            if not processor.holds_work():
+                continue  # another process of the group does this work
             if processor.has_due_work():
                 return False
             if self.store.read_all(position, 1, processor.filter):
