@@ -46,7 +46,8 @@ class ServiceProcess:
     """One ``decider run`` process, its log in a file; started again after each stop.
 
     ``command`` is the ``decider`` to run (default :func:`decider_command`), ``cwd`` the
-    directory it runs in (default the repository, whose ``tests`` the app specs name).
+    directory it runs in (default the repository, whose ``tests`` the app specs name),
+    ``options`` more ``decider run`` options (e.g. ``("--partitions", "auto")``).
     """
 
     def __init__(
@@ -57,6 +58,7 @@ class ServiceProcess:
         env: dict[str, str],
         command: list[str] | None = None,
         cwd: Path = ROOT,
+        options: tuple[str, ...] = (),
     ) -> None:
         self.app_spec = app_spec
         self.uri = uri
@@ -64,6 +66,7 @@ class ServiceProcess:
         self.env = env
         self.command = command or decider_command()
         self.cwd = cwd
+        self.options = options
         self.process: subprocess.Popen[bytes] | None = None
         self.runs = 0
 
@@ -72,6 +75,7 @@ class ServiceProcess:
         assert self.process is None or self.process.poll() is not None, "already running"
         self.runs += 1
         arguments = ["run", self.app_spec, "--store", self.uri, "--progress-interval", "0.5"]
+        arguments += self.options
         with self.log.open("a") as log:
             log.write(f"===== run {self.runs}\n")
             log.flush()
