@@ -24,10 +24,10 @@ import attrs
 from benchmarks import pg
 from benchmarks.harness import Figure, Pending, Result
 
-ALL_FIGURES: tuple[str, ...] = ("core", "codec", "append", "latency", "e2e")
+ALL_FIGURES: tuple[str, ...] = ("core", "codec", "append", "latency", "e2e", "scaleout")
 """The names of the benchmark groups, in the order they run."""
 
-_USE_POSTGRES = ("append", "e2e")
+_USE_POSTGRES = ("append", "e2e", "scaleout")
 
 
 @attrs.frozen
@@ -49,6 +49,9 @@ class Sizes:
     e2e_postgres: tuple[int, ...]
     e2e_timeout: float
     e2e_repeats: int
+    scaleout_processes: tuple[int, ...] = (1, 2, 4)
+    scaleout_n: int = 10_000
+    scaleout_failover_n: int = 3_000
 
 
 QUICK = Sizes(
@@ -67,6 +70,9 @@ QUICK = Sizes(
     e2e_postgres=(100,),
     e2e_timeout=60.0,
     e2e_repeats=1,
+    scaleout_processes=(1, 2),
+    scaleout_n=200,
+    scaleout_failover_n=300,
 )
 """The smoke-test sizes: every path runs, in seconds."""
 
@@ -223,6 +229,23 @@ def _run_group(
             return latency.measure(sizes.latency_lengths, sizes.latency_inputs)
 
         return _pending_on_import_error("latency", "4. handle latency vs history", latency)
+
+    if group == "scaleout":
+
+        def scaleout() -> list[Result]:
+            from benchmarks import scaleout
+
+            stores = ("sqlite", "postgres") if pg_uri is not None else ("sqlite",)
+            return scaleout.measure(
+                dict.fromkeys(stores, sizes.scaleout_processes),
+                sizes.scaleout_n,
+                sizes.scaleout_failover_n,
+                sizes.e2e_timeout * 3,
+                pg_uri,
+                progress=say,
+            )
+
+        return _pending_on_import_error("scaleout", "6. scale-out", scaleout)
 
     def end_to_end() -> list[Result]:
         from benchmarks import end_to_end

@@ -274,6 +274,7 @@ class Processor(abc.ABC):
             self._owned = None
             return checkpoints.load_checkpoint(self.name)
         self._owned = group.partitions()
+        self._next_idle_commit = 0.0  # the first batch moves every held checkpoint on
         self._marks = {
             number: checkpoints.load_checkpoint(partitions.checkpoint_name(self.name, number))
             for number in self._owned
