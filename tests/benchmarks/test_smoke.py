@@ -50,6 +50,12 @@ EXPECTED_KEYS = {
     "e2e_memory_100",
     "e2e_esdb_100",
     "e2e_postgres_100",
+    "scaleout_sqlite_1",
+    "scaleout_sqlite_2",
+    "scaleout_sqlite_failover",
+    "scaleout_postgres_1",
+    "scaleout_postgres_2",
+    "scaleout_postgres_failover",
 }
 
 _UNREACHABLE = "postgresql://bench:s3cret@127.0.0.1:1/nowhere"
