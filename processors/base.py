@@ -28,8 +28,6 @@ import abc
 import logging
 import random
 import threading
-import time
-from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -37,14 +35,15 @@ import attrs
 
 from decider import Envelope, Metadata, event_id
 from decider.codec import describe
-from decider.processors import partitions, streams
+from decider.processors import streams
 from decider.processors.app import App
 from decider.processors.clock import Clock, Signal
 from decider.processors.errors import ConflictsExhausted
 from decider.processors.failures import PERMANENT, ErrorLog, Failure, classify
 from decider.processors.messages import InputSkipped
+from decider.processors.sharing import LeaseNotHeld, Share
 from decider.stores.errors import StoreUnavailable, WrongExpectedVersion
-from decider.stores.leases import Lease, LeaseLost
+from decider.stores.leases import LeaseLost
 from decider.stores.protocol import (
     ANY,
     NO_STREAM,
@@ -65,9 +64,6 @@ if TYPE_CHECKING:
 MAX_CONFLICT_RETRIES = 5
 """How many times one unit of work is redone after revision conflicts before giving up."""
 
-IDLE_CHECKPOINT_EVERY = 1.0
-"""In a group: how often (seconds) a held partition without inputs has its checkpoint moved on."""
-
 ERRORS_KEPT = 100
 """How many of a processor's unexpected errors are kept (the rest are only counted)."""
 
@@ -83,10 +79,6 @@ class Outcome:
     appends: list[StreamAppend] = attrs.Factory(list)
     position: int | None = None
     on_commit: list[Callable[[], None]] = attrs.Factory(list)
-
-
-class LeaseNotHeld(Exception):
-    """In a group: this process holds no lease to commit the processor's work under."""
 
 
 class Skip(Exception):
@@ -144,11 +136,8 @@ class Processor(abc.ABC):
         self._lock = threading.Lock()
         self._transactional = isinstance(context.store, TransactionalStore)
         self._random = random.Random()
-        self._seen_version = -1
-        self._owned: dict[int, Lease] | None = None
-        self._marks: dict[int, int | None] = {}
-        self._fence: tuple[str, Lease] | None = None
-        self._next_idle_commit = 0.0
+        self.share = Share(self)
+        """This processor's share of its group's work (all of it without a group)."""
 
     @property
     def log(self) -> logging.Logger:
@@ -167,7 +156,7 @@ class Processor(abc.ABC):
                 self.consume()
                 backoff = 0.1
             except (LeaseLost, LeaseNotHeld) as exc:
-                self._lease_gone(exc)
+                self.share.lease_gone(exc)
             except BaseException as exc:
                 failure = classify(exc, handling_input=False)
                 if failure is Failure.INTERRUPT:
@@ -197,16 +186,14 @@ class Processor(abc.ABC):
     def consume(self) -> None:
         """One subscription's life: from the checkpoint until stopped (in a group: until what
         this process holds changes)."""
-        group = self.context.group
-        if group is not None and not self._await_leases(group):
+        if self.context.group is not None and not self.share.await_leases():
             return
-        self.committed = self._start_position()
+        self.committed = self.share.start_position()
         subscription = self.context.store.subscribe(self.committed, self.filter)
         with self._lock:
             self._subscription = subscription
         # A stop() that came before the subscription existed found nothing to end.
-        moved = group is not None and group.version != self._seen_version
-        if self.context.stop.is_set() or self.halted() or moved:
+        if self.context.stop.is_set() or self.halted() or self.share.moved():
             subscription.stop()
         self.log.info("%s starting after position %s", self.name, self.committed)
         try:
@@ -248,97 +235,18 @@ class Processor(abc.ABC):
     def holds_work(self) -> bool:
         """Whether this process has work of this processor to do: always, unless in a group
         where it holds none of the processor's partitions (or not its singleton lease)."""
-        group = self.context.group
-        if group is None:
-            return True
-        return bool(group.partitions() if self.partitioned else group.singleton(self._role()))
+        return self.share.holds_work()
 
-    def _role(self) -> str:
-        return self.name.rsplit(".", 1)[-1]
-
-    def _await_leases(self, group: PartitionGroup) -> bool:
-        """Wait (interruptibly by stop) until this process holds something to work on."""
-        while not self.context.stop.is_set():
-            self._seen_version = group.version
-            if group.partitions() if self.partitioned else group.singleton(self._role()):
-                self.on_leases_changed()
-                return True
-            self.context.stop.wait(0.1)
-        return False
-
-    def _start_position(self) -> int | None:
-        """The position to subscribe after: the checkpoint, or in a group of a partitioned
-        processor the lowest checkpoint of the partitions held."""
-        group, checkpoints = self.context.group, self.context.checkpoints
-        if group is None or not self.partitioned:
-            self._owned = None
-            return checkpoints.load_checkpoint(self.name)
-        self._owned = group.partitions()
-        self._next_idle_commit = 0.0  # the first batch moves every held checkpoint on
-        self._marks = {
-            number: checkpoints.load_checkpoint(partitions.checkpoint_name(self.name, number))
-            for number in self._owned
-        }
-        marks = list(self._marks.values())
-        if any(mark is None for mark in marks):
-            return None
-        return min(mark for mark in marks if mark is not None)
-
-    def _lease_gone(self, exc: LeaseLost | LeaseNotHeld) -> None:
-        group = self.context.group
-        if isinstance(exc, LeaseLost) and group is not None:
-            group.lost(exc.lease)
-        self.log.warning("%s: %s; resuming with the leases still held", self.name, exc)
-        self.context.stop.wait(0.1)
-
-    def _process_partitions(self, batch: Sequence[RecordedEvent], owned: dict[int, Lease]) -> None:
-        """Handle the inputs of the partitions held, each partition's work committed on its own
-        under its lease, with its checkpoint past ``batch``."""
-        count = self.context.app.partitions
-        end = batch[-1].position
-        work: dict[int, list[RecordedEvent]] = defaultdict(list)
-        for event in batch:
-            number = partitions.partition_of(self.partition_key(event), count)
-            if number in owned:
-                mark = self._marks.get(number)
-                if mark is None or event.position > mark:
-                    work[number].append(event)
-        now = time.monotonic()
-        idle_due = now >= self._next_idle_commit
-        if idle_due:
-            self._next_idle_commit = now + IDLE_CHECKPOINT_EVERY
-        for number, lease in owned.items():
-            events = work.get(number)
-            if not events and (not idle_due or self._marks.get(number) == end):
-                continue
-            self._fence = (partitions.checkpoint_name(self.name, number), lease)
-            try:
-                if events:
-                    outcome = self.handle(events)
-                    if outcome.position is not None:
-                        outcome.position = end
-                    self.commit_outcome(outcome, events)
-                else:
-                    self.commit(Outcome(position=end))
-            except LeaseLost as exc:
-                self._lease_gone(exc)
-                continue
-            finally:
-                self._fence = None
-            self._marks[number] = end
-        self.committed = end
-
-    def _commit_fence(self) -> tuple[str, Lease | None]:
-        """The checkpoint name and the lease to commit under now (no lease: not in a group)."""
-        if self._fence is not None:
-            return self._fence
-        group = self.context.group
-        if group is None or self.partitioned:
-            return self.name, None
-        lease = group.singleton(self._role())
-        if lease is None:
-            raise LeaseNotHeld(f"this process does not hold {self._role()!r} of its group")
-        return self.name, lease
+    def commit_share(self, events: Sequence[RecordedEvent], position: int) -> None:
+        """Handle ``events`` of one partition (``[]``: none) and commit what they lead to with
+        the partition's checkpoint at ``position`` (the share in hand gives name and lease)."""
+        if not events:
+            self.commit(Outcome(position=position))
+            return
+        outcome = self.handle(events)
+        if outcome.position is not None:
+            outcome.position = position
+        self.commit_outcome(outcome, events)
 
     def halted(self) -> bool:
         """Whether this subscription's life must end now, although the service goes on."""
@@ -420,8 +328,8 @@ class Processor(abc.ABC):
         the batch is redone unit by unit (:meth:`redo_units`), each in the conflict loop. In a
         group, a partitioned processor handles only the inputs of the partitions held.
         """
-        if self._owned is not None:
-            self._process_partitions(batch, self._owned)
+        if self.share.owned is not None:
+            self.share.process(batch, self.share.owned)
             return
         self.commit_outcome(self.handle(batch), batch)
 
@@ -506,7 +414,7 @@ class Processor(abc.ABC):
         store = self.context.store
         appends, position = outcome.appends, outcome.position
         try:
-            name, lease = self._commit_fence()
+            name, lease = self.share.commit_fence()
         except LeaseNotHeld:
             if appends:
                 raise
