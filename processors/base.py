@@ -42,8 +42,8 @@ from decider.processors.errors import ConflictsExhausted
 from decider.processors.failures import PERMANENT, ErrorLog, Failure, classify
 from decider.processors.messages import InputSkipped
 from decider.processors.sharing import LeaseNotHeld, Share
+from decider.stores import LeaseLost
 from decider.stores.errors import StoreUnavailable, WrongExpectedVersion
-from decider.stores.leases import LeaseLost
 from decider.stores.protocol import (
     ANY,
     NO_STREAM,

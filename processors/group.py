@@ -37,8 +37,8 @@ from collections.abc import Callable
 from decider.processors import partitions
 from decider.processors.app import App
 from decider.processors.base import LOGGER
+from decider.stores import Lease, LeaseLost, LeaseStore
 from decider.stores.errors import StoreError
-from decider.stores.leases import Lease, LeaseLost, LeaseStore
 from decider.stores.protocol import EventStore
 
 SINGLETONS = ("commands", "timers")

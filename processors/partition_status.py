@@ -11,7 +11,7 @@ import attrs
 from decider.processors import decoding, partitions, streams
 from decider.processors.app import App
 from decider.processors.group import PartitionGroup
-from decider.stores.leases import LeaseStore
+from decider.stores import LeaseStore
 from decider.stores.protocol import CheckpointStore, EventStore
 
 LAG_CAP = 10_000

@@ -25,8 +25,8 @@ from decider.processors import decoding, streams
 from decider.processors.app import App
 from decider.processors.errors import ProcessorError
 from decider.processors.messages import PartitionClaimed, PartitionCount
+from decider.stores import Lease
 from decider.stores.errors import WrongExpectedVersion
-from decider.stores.leases import Lease
 from decider.stores.protocol import ANY, NO_STREAM, EventStore, NewEvent
 
 MAX_PARTITIONS = 4096

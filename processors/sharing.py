@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from decider.processors import partitions
-from decider.stores.leases import Lease, LeaseLost
+from decider.stores import Lease, LeaseLost
 from decider.stores.protocol import RecordedEvent
 
 if TYPE_CHECKING:
