@@ -8,13 +8,24 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test lint types pytest bench clean postgres browser
+# A second venv with kurrentdbclient instead of esdbclient (their grpcio pins exclude each
+# other): the EventStoreDB adapter's tests and the processor tests on it run there too.
+KVENV := .venv-kurrentdb
+KSTAMP := $(KVENV)/.installed
+
+.PHONY: demo test lint types pytest bench clean postgres browser test-kurrentdb
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev,esdb,postgres-binary]'
 	touch $(STAMP)
+
+$(KSTAMP): pyproject.toml
+	test -x $(KVENV)/bin/python || $(PYTHON) -m venv $(KVENV)
+	$(KVENV)/bin/python -m pip install --quiet --upgrade pip
+	$(KVENV)/bin/python -m pip install --quiet -e '.[kurrentdb,test]'
+	touch $(KSTAMP)
 
 demo: $(STAMP)
 	$(BIN)/python -m samples.traffic_fine.demo
@@ -42,7 +53,12 @@ pytest: $(STAMP) postgres browser
 bench: $(STAMP) postgres
 	$(BIN)/python -m benchmarks --quick
 
-test: lint types bench pytest
+# The adapter's contract suite and the processor tests (EventStoreDB parametrisation) with
+# kurrentdbclient; ESDB_URI=... points the adapter tests at a real KurrentDB here too.
+test-kurrentdb: $(KSTAMP)
+	$(KVENV)/bin/python -m pytest -q -p no:cacheprovider tests/esdb tests/processors -k esdb
+
+test: lint types bench test-kurrentdb pytest
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(KVENV) .mypy_cache .ruff_cache .hypothesis

@@ -60,11 +60,11 @@ def _open_store(kind: str, directory: Path, uri: str | None, schema: str | None)
 
         return MemoryEventStore()
     if kind == "esdb":
-        from decider.stores.esdb import EsdbEventStore
+        from decider.stores._esdb_batch import open_esdb_store
 
         if uri is None:
             raise ValueError("an EventStoreDB run needs the server's uri")
-        return EsdbEventStore(uri)
+        return open_esdb_store(uri)
     if kind == "postgres":
         from decider.stores.postgres import PostgresEventStore
 

@@ -24,7 +24,7 @@ import attrs
 from benchmarks import pg
 from benchmarks.harness import Figure, Pending, Result
 
-ALL_FIGURES: tuple[str, ...] = ("core", "codec", "append", "latency", "e2e", "scaleout")
+ALL_FIGURES: tuple[str, ...] = ("core", "codec", "append", "latency", "e2e", "pool", "scaleout")
 """The names of the benchmark groups, in the order they run."""
 
 _USE_POSTGRES = ("append", "e2e", "scaleout")
@@ -49,6 +49,13 @@ class Sizes:
     e2e_postgres: tuple[int, ...]
     e2e_timeout: float
     e2e_repeats: int
+    pool_sizes: tuple[tuple[int, int], ...] = ()
+    """Figure 6a: (pool size, workflows) pairs."""
+    pool_hol: int = 0
+    pool_crash: int = 0
+    pool_instant: int = 0
+    pool_per_worker: int = 10
+    """Figure 6e: calls per worker."""
     scaleout_processes: tuple[int, ...] = (1, 2, 4)
     scaleout_n: int = 10_000
     scaleout_failover_n: int = 3_000
@@ -70,6 +77,10 @@ QUICK = Sizes(
     e2e_postgres=(100,),
     e2e_timeout=60.0,
     e2e_repeats=1,
+    pool_sizes=((1, 10), (4, 20), (16, 40), (64, 64)),
+    pool_hol=64,
+    pool_crash=40,
+    pool_instant=100,
     scaleout_processes=(1, 2),
     scaleout_n=200,
     scaleout_failover_n=300,
@@ -92,6 +103,11 @@ FULL = Sizes(
     e2e_postgres=(1_000,),
     e2e_timeout=180.0,
     e2e_repeats=3,
+    pool_sizes=((1, 50), (4, 200), (16, 800), (64, 2_000)),
+    pool_hol=400,
+    pool_crash=300,
+    pool_instant=1_000,
+    pool_per_worker=50,
 )
 """The sizes the targets are stated for."""
 
@@ -230,6 +246,22 @@ def _run_group(
 
         return _pending_on_import_error("latency", "4. handle latency vs history", latency)
 
+    if group == "pool":
+
+        def pool() -> list[Result]:
+            from benchmarks import pool
+
+            return pool.measure(
+                dict(sizes.pool_sizes),
+                sizes.pool_hol,
+                sizes.pool_crash,
+                sizes.pool_instant,
+                sizes.e2e_timeout,
+                sizes.pool_per_worker,
+                say,
+            )
+
+        return _pending_on_import_error("pool", "6. command pool", pool)
     if group == "scaleout":
 
         def scaleout() -> list[Result]:
@@ -245,7 +277,7 @@ def _run_group(
                 progress=say,
             )
 
-        return _pending_on_import_error("scaleout", "6. scale-out", scaleout)
+        return _pending_on_import_error("scaleout", "7. scale-out", scaleout)
 
     def end_to_end() -> list[Result]:
         from benchmarks import end_to_end

@@ -1,4 +1,4 @@
-"""Figure 6: scale-out, several ``decider run --partitions auto`` processes on one store.
+"""Figure 7: scale-out, several ``decider run --partitions auto`` processes on one store.
 
 Each run starts k service processes of the traffic-fine sample (``samples.traffic_fine.app:app``)
 on a fresh store (an SQLite file, or a fresh PostgreSQL schema), waits until they have split
@@ -283,7 +283,7 @@ def measure(
     pg_uri: str | None,
     progress: Callable[[str], None] | None = None,
 ) -> list[Result]:
-    """Figure 6: workflows/s and efficiency per store and process count; failover time.
+    """Figure 7: workflows/s and efficiency per store and process count; failover time.
 
     ``sizes`` maps a store kind to the process counts to run (the first is the baseline).
     """
@@ -294,7 +294,7 @@ def measure(
         base: dict[str, Any] | None = None
         for count in counts:
             key = f"scaleout_{kind}_{count}"
-            title = f"6. {kind}: {count} process{'es' if count > 1 else ''}, N={n:,}"
+            title = f"7. {kind}: {count} process{'es' if count > 1 else ''}, N={n:,}"
             try:
                 run = run_once(kind, count, n, timeout, pg_uri)
             except RunFailed as exc:
@@ -321,7 +321,7 @@ def measure(
                 )
             )
         key = f"scaleout_{kind}_failover"
-        title = f"6. {kind}: failover, 3 processes, one SIGKILLed, N={failover_n:,}"
+        title = f"7. {kind}: failover, 3 processes, one SIGKILLed, N={failover_n:,}"
         try:
             run = run_once(kind, 3, failover_n, timeout, pg_uri, kill_one=True)
         except RunFailed as exc:

@@ -50,6 +50,7 @@ from decider.events import (
 )
 from decider.messages import REGISTRY, Envelope, MessageRegistry, Metadata
 from decider.models import configure_converter
+from decider.workflow import Lifecycle
 
 JSON: TypeAlias = dict[str, Any]
 Upcaster: TypeAlias = Callable[[JSON], JSON]
@@ -99,6 +100,16 @@ BEGAN = "Began"
 COMPLETED = "Completed"
 """The stored type name of :class:`~decider.events.Completed`."""
 
+LIFECYCLE_TYPES: tuple[str, ...] = (BEGAN, COMPLETED, "Failed", "Cancelled")
+"""The stored type names of the events that start or end an instance's life."""
+
+_LIFECYCLE_OF: dict[str, Lifecycle] = {
+    BEGAN: Lifecycle.RUNNING,
+    COMPLETED: Lifecycle.COMPLETED,
+    "Failed": Lifecycle.FAILED,
+    "Cancelled": Lifecycle.CANCELLED,
+}
+
 
 def event_kind(type_name: str) -> str | None:
     """The workflow event kind of a stored type name, or ``None`` for a plain message.
@@ -136,6 +147,20 @@ def parse_type(type_name: str) -> tuple[str | None, str]:
     if separator and kind in EVENT_KINDS:
         return kind, name
     return None, type_name
+
+
+def lifecycle_of_type(type_name: str) -> Lifecycle | None:
+    """The status a lifecycle event's stored type starts (``None``: not a lifecycle event).
+
+    ``Began`` starts running; a terminal event (``Completed``, ``Failed``, ``Cancelled``)
+    its terminal status. Nothing is decoded: the type name says it.
+
+    >>> lifecycle_of_type("Completed"), lifecycle_of_type("Sent:fines.Pay")
+    (<Lifecycle.COMPLETED: 'completed'>, None)
+    >>> lifecycle_of_type("Cancelled")
+    <Lifecycle.CANCELLED: 'cancelled'>
+    """
+    return _LIFECYCLE_OF.get(type_name)
 
 
 def kind_prefixes(kinds: tuple[str, ...]) -> tuple[str, ...]:
@@ -218,6 +243,21 @@ class Codec:
             ):
                 raise DecodeError(type_name, "a workflow event, not a message")
             return self._structure_message(type_name, self._loads(type_name, data))
+        except DecodeError:
+            raise
+        except Exception as exc:
+            raise DecodeError(type_name, describe(exc)) from exc
+
+    def encode_data(self, message: object) -> bytes:
+        """A message's JSON bytes, whether or not its class is registered (the engine's own
+        messages, for an app whose registry does not hold them)."""
+        return self._dumps(self.converter.unstructure(message))
+
+    def decode_data(self, cls: type[Any], type_name: str, data: bytes) -> Any:
+        """The message of class ``cls`` in JSON bytes stored as ``type_name``, whether or not
+        ``cls`` is registered; :class:`DecodeError` (naming ``type_name``) if it does not fit."""
+        try:
+            return self.converter.structure(self._loads(type_name, data), cls)
         except DecodeError:
             raise
         except Exception as exc:
@@ -363,6 +403,19 @@ class Codec:
         except Exception:  # any bad metadata: not JSON, not an object, too deep
             return None
         return cause if isinstance(cause, str) else None
+
+    def with_ids(self, metadata: bytes, message_id: str, causation_id: str) -> bytes:
+        """Stored metadata JSON with a new message id and causation id, every other field kept
+        as it was (fields :class:`~decider.Metadata` does not hold included); metadata that is
+        empty or unreadable becomes just the two ids."""
+        try:
+            doc = json.loads(metadata) if metadata else {}
+        except Exception:  # not JSON, or too deep: replaced by the ids alone
+            doc = {}
+        if not isinstance(doc, dict):
+            doc = {}
+        doc.update(message_id=message_id, causation_id=causation_id)
+        return self._dumps(doc)
 
     def _decode_metadata(self, data: bytes) -> Metadata:
         doc = self._loads("metadata", data)

@@ -6,7 +6,15 @@ streams; a :class:`Service` runs its workflow, command and timer processors as t
 views. See docs/processors.md for the guarantees and the stream names.
 """
 
-from decider.processors.app import App, Handler, HandlerResult, Route, by_correlation
+from decider.processors.app import (
+    DEFAULT_POOL_SIZE,
+    DEFAULT_TIMEOUT,
+    App,
+    Handler,
+    HandlerResult,
+    Route,
+    by_correlation,
+)
 from decider.processors.base import LOGGER
 from decider.processors.clock import Clock, FakeClock, Signal, SystemClock
 from decider.processors.errors import (
@@ -17,12 +25,14 @@ from decider.processors.errors import (
     ProcessorDied,
     ProcessorError,
 )
+from decider.processors.handler_status import HandlerStatus, handler_status
 from decider.processors.messages import (
     CommandFailed,
     CommandParked,
     InputSkipped,
     ParkedCommandRetried,
 )
+from decider.processors.pool import HandlerLoad
 from decider.processors.queries import (
     HistoryEntry,
     InstanceStatus,
@@ -37,6 +47,8 @@ from decider.processors.retry import HandlerFailure, RetryPolicy
 from decider.processors.service import Service
 
 __all__ = [
+    "DEFAULT_POOL_SIZE",
+    "DEFAULT_TIMEOUT",
     "LOGGER",
     "App",
     "AppDefinitionError",
@@ -47,7 +59,9 @@ __all__ = [
     "FakeClock",
     "Handler",
     "HandlerFailure",
+    "HandlerLoad",
     "HandlerResult",
+    "HandlerStatus",
     "HistoryEntry",
     "InputSkipped",
     "InstanceStatus",
@@ -64,6 +78,7 @@ __all__ = [
     "Signal",
     "SystemClock",
     "by_correlation",
+    "handler_status",
     "list_parked",
     "retry_parked",
     "show",

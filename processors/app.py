@@ -38,8 +38,17 @@ Route: TypeAlias = Callable[[Any, Metadata], "str | None"]
 HandlerResult: TypeAlias = Sequence[Any] | Result[Sequence[Any], HandlerFailure]
 """What a handler returns: its result messages, or a ``returns`` Result of them."""
 
-Handler: TypeAlias = Callable[[Any, str], HandlerResult]
-"""A command handler: ``handler(command, command_id)``; the id is its idempotency key."""
+Handler: TypeAlias = Callable[[Any, str], Any]
+"""A command handler: ``handler(command, command_id)`` returning a :data:`HandlerResult`, or an
+``async def`` handler whose coroutine does; the id is its idempotency key."""
+
+DEFAULT_POOL_SIZE = 16
+"""How many commands an app's service carries out at once unless ``App(pool_size=...)`` says
+otherwise (see docs/processors.md for the measurement behind it)."""
+
+DEFAULT_TIMEOUT = 60.0
+"""Seconds a handler call may take unless ``timeout=`` says otherwise; past it the call is a
+failed attempt (retried, then parked)."""
 
 
 def by_correlation(message: object, metadata: Metadata) -> str | None:
@@ -81,6 +90,14 @@ class HandlerRegistration:
     name: str
     func: Handler
     retry: RetryPolicy
+    timeout: float | None = DEFAULT_TIMEOUT
+    """Seconds one call may take (``None``: no limit)."""
+    concurrency: int | None = None
+    """At most this many calls at once (``None``: up to the pool's size)."""
+    rate: float | None = None
+    """At most this many calls per second (``None``: no limit)."""
+    is_async: bool = False
+    """Whether ``func`` is an ``async def`` (awaited on the service's event loop)."""
 
 
 class App:
@@ -97,6 +114,7 @@ class App:
         *,
         codec: Codec | None = None,
         retry: RetryPolicy | None = None,
+        pool_size: int = DEFAULT_POOL_SIZE,
         partitions: int = 16,
     ) -> None:
         self.name = streams.check_app_name(name)
@@ -107,6 +125,8 @@ class App:
         (``decider run --partitions auto``; see docs/scaling.md). Fixed per app."""
         self.codec = codec or Codec()
         self.default_retry = retry or RetryPolicy()
+        self.pool_size = _check_count(pool_size, "pool_size")
+        """How many commands the service carries out at once (sync calls and async ones)."""
         self.workflows: dict[str, WorkflowRegistration] = {}
         self.handlers: dict[str, HandlerRegistration] = {}
         self.routes: dict[str, str] = {}
@@ -154,12 +174,28 @@ class App:
         return workflow
 
     def handler(
-        self, message_type: type[Any], *, name: str | None = None, retry: RetryPolicy | None = None
+        self,
+        message_type: type[Any],
+        *,
+        name: str | None = None,
+        retry: RetryPolicy | None = None,
+        timeout: float | None = DEFAULT_TIMEOUT,
+        concurrency: int | None = None,
+        rate: float | None = None,
     ) -> Callable[[Handler], Handler]:
-        """Decorator: the handler of every ``Send`` of ``message_type``."""
+        """Decorator: the handler of every ``Send`` of ``message_type`` (see
+        :meth:`add_handler` for the options)."""
 
         def register(func: Handler) -> Handler:
-            self.add_handler(message_type, func, name=name, retry=retry)
+            self.add_handler(
+                message_type,
+                func,
+                name=name,
+                retry=retry,
+                timeout=timeout,
+                concurrency=concurrency,
+                rate=rate,
+            )
             return func
 
         return register
@@ -171,8 +207,24 @@ class App:
         *,
         name: str | None = None,
         retry: RetryPolicy | None = None,
+        timeout: float | None = DEFAULT_TIMEOUT,
+        concurrency: int | None = None,
+        rate: float | None = None,
     ) -> None:
-        """Register ``func`` as the handler of ``message_type`` (see :meth:`handler`)."""
+        """Register ``func`` (a function or an ``async def``) as the handler of
+        ``message_type``.
+
+        ``timeout``: seconds one call may take before it counts as a failed attempt
+        (``None``: no limit); ``concurrency``: at most that many calls at once; ``rate``: at
+        most that many calls per second. Commands of one workflow instance are carried out in
+        the order they were sent, whatever the options.
+        """
+        if timeout is not None and not timeout > 0:
+            raise AppDefinitionError(f"timeout must be a positive number of seconds, got {timeout}")
+        if concurrency is not None:
+            _check_count(concurrency, "concurrency")
+        if rate is not None and not rate > 0:
+            raise AppDefinitionError(f"rate must be a positive number of calls/s, got {rate}")
         type_name = self._type_name(message_type, "handled command")
         self._check_free(type_name)
         handler_name = name or getattr(func, "__name__", "")
@@ -190,7 +242,14 @@ class App:
             raise AppDefinitionError(f"the handler of {type_name!r} is not callable: {func!r}")
         _check_signature(func, ("command", "command_id"), f"the handler {handler_name!r}")
         self.handlers[type_name] = HandlerRegistration(
-            type_name, handler_name, func, retry or self.default_retry
+            type_name,
+            handler_name,
+            func,
+            retry or self.default_retry,
+            timeout=timeout,
+            concurrency=concurrency,
+            rate=rate,
+            is_async=inspect.iscoroutinefunction(func),
         )
 
     def route(self, message_type: type[Any], *, stream: str) -> None:
@@ -275,6 +334,13 @@ class App:
             raise AppDefinitionError(f"{type_name!r} already has a handler")
         if type_name in self.routes:
             raise AppDefinitionError(f"{type_name!r} is already routed to a stream")
+
+
+def _check_count(value: int, what: str) -> int:
+    """``value`` if it is a whole number of at least 1; else :class:`AppDefinitionError`."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise AppDefinitionError(f"{what} must be a whole number of at least 1, got {value!r}")
+    return value
 
 
 def _check_signature(func: Callable[..., Any], params: tuple[str, str], what: str) -> None:

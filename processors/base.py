@@ -35,7 +35,7 @@ import attrs
 
 from decider import Envelope, Metadata, event_id
 from decider.codec import describe
-from decider.processors import streams
+from decider.processors import logs, streams
 from decider.processors.app import App
 from decider.processors.clock import Clock, Signal
 from decider.processors.errors import ConflictsExhausted
@@ -68,7 +68,8 @@ ERRORS_KEPT = 100
 """How many of a processor's unexpected errors are kept (the rest are only counted)."""
 
 LOGGER = logging.getLogger("decider")
-"""The logger every processor writes to."""
+"""The root of the package's loggers: each module logs to its own child
+(``decider.processors.<module>``), so a level set here governs them all."""
 
 
 @attrs.define
@@ -104,7 +105,8 @@ class Context:
     stop: Signal
     progress: Callable[[], None]
     batch_size: int = 500
-    logger: logging.Logger = LOGGER
+    logger: logging.Logger | None = None
+    """One logger for every processor (``Service(logger=...)``); ``None``: each module's own."""
     group: PartitionGroup | None = None
     """The group this process shares the app's work with (``None``: it does all the work)."""
 
@@ -140,9 +142,19 @@ class Processor(abc.ABC):
         """This processor's share of its group's work (all of it without a group)."""
 
     @property
-    def log(self) -> logging.Logger:
-        """The service's logger."""
-        return self.context.logger
+    def log(self) -> logs.ContextAdapter:
+        """The policy's logger: its module's (``decider.processors.<module>``, or the one
+        logger the service was given); every record carries ``processor=<name>``."""
+        return self._logger(type(self).__module__)
+
+    @property
+    def engine_log(self) -> logs.ContextAdapter:
+        """The engine's logger (``decider.processors.base``), with ``processor=<name>``."""
+        return self._logger(__name__)
+
+    def _logger(self, module: str) -> logs.ContextAdapter:
+        logger = self.context.logger or logging.getLogger(module)
+        return logs.with_context(logger, processor=self.name)
 
     # -- the thread -------------------------------------------------------------------------
 
@@ -165,21 +177,31 @@ class Processor(abc.ABC):
                     break
                 self.recover(exc, failure, backoff)
                 backoff = min(backoff * 2, 5.0)
-        self.log.info("%s stopped at position %s", self.name, self.committed)
+        self.engine_log.info(
+            "%s stopped at position %s",
+            self.name,
+            self.committed,
+            extra={"position": self.committed},
+        )
 
     def recover(self, exc: BaseException, failure: Failure, backoff: float) -> None:
         """Count and log ``exc``, then wait ``backoff`` seconds (a stop interrupts the wait)."""
         self.errors.append(exc)
         if failure is Failure.RETRY:
-            self.log.warning(
+            self.engine_log.warning(
                 "%s: the store is unavailable (%s); retrying from its checkpoint in %.1fs",
                 self.name,
                 describe(exc),
                 backoff,
+                extra={"position": self.committed},
             )
         else:
-            self.log.error(
-                "%s failed; resuming from its checkpoint in %.1fs", self.name, backoff, exc_info=exc
+            self.engine_log.error(
+                "%s failed; resuming from its checkpoint in %.1fs",
+                self.name,
+                backoff,
+                exc_info=exc,
+                extra={"position": self.committed},
             )
         self.context.stop.wait(backoff)
 
@@ -195,12 +217,21 @@ class Processor(abc.ABC):
         # A stop() that came before the subscription existed found nothing to end.
         if self.context.stop.is_set() or self.halted() or self.share.moved():
             subscription.stop()
-        self.log.info("%s starting after position %s", self.name, self.committed)
+        self.engine_log.info(
+            "%s starting after position %s",
+            self.name,
+            self.committed,
+            extra={"position": self.committed},
+        )
         try:
             while not self.context.stop.is_set():
-                item = subscription.poll(None)
+                timeout = self.poll_timeout()
+                item = subscription.poll(timeout)
                 if item is None:
-                    return
+                    if timeout is None or subscription.stopped:
+                        return
+                    self.tick()
+                    continue
                 batch: list[RecordedEvent] = []
                 while item is not None:
                     if isinstance(item, CaughtUp):
@@ -256,11 +287,24 @@ class Processor(abc.ABC):
         """Note (and log) that history is done and what follows is live."""
         if not self.caught_up:
             self.caught_up = True
-            self.log.info("%s caught up at position %s", self.name, item.position)
+            self.engine_log.info(
+                "%s caught up at position %s",
+                self.name,
+                item.position,
+                extra={"position": item.position},
+            )
 
     def idle_position(self) -> int | None:
         """The position up to which this processor has nothing left to do."""
         return self.committed
+
+    def poll_timeout(self) -> float | None:
+        """How long to wait for the next input before :meth:`tick` (``None``: until one comes)."""
+        return None
+
+    def tick(self) -> None:  # noqa: B027 (a hook: most processors wait for inputs only)
+        """Called when no input came within :meth:`poll_timeout`: commit work concluded since
+        (a policy whose work concludes off the processor's thread)."""
 
     def has_due_work(self) -> bool:
         """Whether work is in hand that does not show in the store (a due timer)."""
@@ -293,7 +337,9 @@ class Processor(abc.ABC):
             return False  # derived ids under ANY: a second write of them is idempotent
         if not self.context.store.read_stream(item.stream, 0, 1):
             return False
-        self.log.warning("%s keeps what is stored in %s", self.name, item.stream)
+        self.engine_log.warning(
+            "%s keeps what is stored in %s", self.name, item.stream, extra={"stream": item.stream}
+        )
         return True
 
     def resync(self, stream: str) -> None:  # noqa: B027 (a hook: most policies keep no state)
@@ -341,10 +387,15 @@ class Processor(abc.ABC):
             return
         except WrongExpectedVersion as exc:
             self.conflicts += 1
-            self.log.info("%s: %s; redoing the batch unit by unit", self.name, exc)
+            self.engine_log.info(
+                "%s: %s; redoing the batch unit by unit",
+                self.name,
+                exc,
+                extra={"stream": exc.stream, "conflict": True},
+            )
             self.resync(exc.stream)
         except PERMANENT as exc:
-            self.log.warning(
+            self.engine_log.warning(
                 "%s: the store rejected the batch (%s); redoing it unit by unit",
                 self.name,
                 describe(exc),
@@ -369,7 +420,13 @@ class Processor(abc.ABC):
             except WrongExpectedVersion as exc:
                 conflict = exc
                 self.conflicts += 1
-                self.log.info("%s: %s (attempt %d)", self.name, exc, attempt)
+                self.engine_log.info(
+                    "%s: %s (attempt %d)",
+                    self.name,
+                    exc,
+                    attempt,
+                    extra={"stream": exc.stream, "conflict": True, "attempt": attempt},
+                )
                 self.resync(exc.stream)
                 # Jitter, so competing writers do not collide again in lockstep.
                 self.context.stop.wait(self._random.uniform(0, 0.002 * 2**attempt))
@@ -400,7 +457,7 @@ class Processor(abc.ABC):
                 if self.context.stop.is_set():
                     raise
                 self.errors.append(exc)
-                self.log.warning(
+                self.engine_log.warning(
                     "%s: the store is unavailable (%s); retrying the commit in %.1fs",
                     self.name,
                     describe(exc),
@@ -440,13 +497,19 @@ class Processor(abc.ABC):
         """Record that ``event`` is skipped (poison), as an append for the batch's commit."""
         shown_type = _printable(event.type, 200)
         shown_reason = _printable(reason, 1000)
-        self.log.warning(
+        self.engine_log.warning(
             "%s skips %s at %s@%d: %s",
             self.name,
             shown_type,
             _printable(event.stream, 200),
             event.revision,
             shown_reason,
+            extra={
+                "stream": _printable(event.stream, 200),
+                "position": event.position,
+                "event_type": shown_type,
+                "event_id": str(event.id),
+            },
         )
         self.skipped += 1
         stream = streams.skipped_stream(self.name)

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from decider import Codec, DecodeError, Metadata, WorkflowEvent
-from decider.codec import BEGAN, COMMAND_KINDS, COMPLETED, TIMER_KINDS, Timer, kind_prefixes
+from decider.codec import COMMAND_KINDS, LIFECYCLE_TYPES, TIMER_KINDS, Timer, kind_prefixes
 from decider.processors import streams
 from decider.stores.errors import CorruptEvent
 from decider.stores.protocol import Filter, RecordedEvent
@@ -117,8 +117,9 @@ def timer_filter(workflows: Iterable[str]) -> Filter:
 
 
 def lifecycle_filter(workflows: Iterable[str]) -> Filter:
-    """The events that say an instance began or completed, in the workflows' instance streams."""
+    """The events that say an instance began or ended (completed, failed, cancelled), in the
+    workflows' instance streams."""
     return Filter(
         stream_prefixes=tuple(streams.instance_prefix(w) for w in workflows),
-        event_types=(BEGAN, COMPLETED),
+        event_types=LIFECYCLE_TYPES,
     )

@@ -36,7 +36,6 @@ from collections.abc import Callable
 
 from decider.processors import partitions
 from decider.processors.app import App
-from decider.processors.base import LOGGER
 from decider.stores import Lease, LeaseLost, LeaseStore
 from decider.stores.errors import StoreError
 from decider.stores.protocol import EventStore
@@ -68,7 +67,7 @@ class PartitionGroup:
         *,
         owner: str | None = None,
         ttl: float = DEFAULT_TTL,
-        logger: logging.Logger = LOGGER,
+        logger: logging.Logger | None = None,
     ) -> None:
         if not isinstance(store, LeaseStore):
             raise TypeError(f"{type(store).__name__} keeps no leases: a group needs a LeaseStore")
@@ -79,7 +78,7 @@ class PartitionGroup:
         self.count = partitions.check_count(app.partitions)
         self.owner = owner or default_owner()
         self.ttl = ttl
-        self.logger = logger
+        self.logger = logger or logging.getLogger(__name__)
         self.version = 0
         """Incremented whenever the held set changes."""
         self._held: dict[str, tuple[Lease, float]] = {}  # name -> (lease, local deadline)

@@ -8,17 +8,25 @@ last instance's first event, from which the next page reads on.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 
 import attrs
 
 from decider import Lifecycle
+from decider.codec import lifecycle_of_type
 from decider.processors.app import App, WorkflowRegistration
-from decider.stores.protocol import EventStore, Filter, RecordedEvent
+from decider.processors.reading import read_all
+from decider.processors.stuck import is_stuck
+from decider.stores.protocol import EventStore, Filter
 
-_PAGE = 1000
-_LIFECYCLES = {member.value: member for member in Lifecycle}
+__all__ = [
+    "InstancePage",
+    "InstanceQuery",
+    "InstanceSummary",
+    "lifecycle_of_type",
+    "list_instances",
+]
 
 
 @attrs.frozen
@@ -94,22 +102,6 @@ class _Seen:
     last_position: int
 
 
-def lifecycle_of_type(type_name: str) -> Lifecycle | None:
-    """The status a lifecycle event's stored type starts (``None``: not a lifecycle event).
-
-    ``Began`` is running; a terminal event's type is its status's name (``Completed``, and the
-    ones to come, ``Failed`` and ``Cancelled``).
-
-    >>> lifecycle_of_type("Completed"), lifecycle_of_type("Sent:fines.Pay")
-    (<Lifecycle.COMPLETED: 'completed'>, None)
-    """
-    if type_name == "Began":
-        return Lifecycle.RUNNING
-    if ":" in type_name:
-        return None
-    return _LIFECYCLES.get(type_name.lower())
-
-
 def list_instances(
     store: EventStore, app: App, query: InstanceQuery, now: datetime | None = None
 ) -> InstancePage:
@@ -148,7 +140,7 @@ def _instances(
     seen: dict[str, _Seen] = {}
     older: set[str] = set()
     prefixes = tuple(r.stream_prefix for r in registrations)
-    for record in _read_all(store, Filter(stream_prefixes=prefixes), after):
+    for record in read_all(store, Filter(stream_prefixes=prefixes), after):
         entry = seen.get(record.stream)
         if entry is None:
             if record.stream in older:
@@ -190,7 +182,7 @@ def _summary(seen: _Seen, query: InstanceQuery, now: datetime) -> InstanceSummar
         if bound is not None and (value <= bound if after else value >= bound):
             return None
     limit = query.stuck_for if query.stuck_for is not None else seen.registration.progress_within
-    stuck = seen.status is Lifecycle.RUNNING and limit is not None and now - seen.updated_at > limit
+    stuck = is_stuck(seen.status, seen.updated_at, limit, now)
     if query.stuck and not stuck:
         return None
     name = seen.registration.workflow.name
@@ -206,11 +198,3 @@ def _summary(seen: _Seen, query: InstanceQuery, now: datetime) -> InstanceSummar
         last_position=seen.last_position,
         stuck_after=limit if stuck else None,
     )
-
-
-def _read_all(store: EventStore, filter: Filter, after: int | None) -> Iterator[RecordedEvent]:
-    while page := store.read_all(after, _PAGE, filter):
-        yield from page
-        if len(page) < _PAGE:
-            return
-        after = page[-1].position

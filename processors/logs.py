@@ -30,7 +30,7 @@ TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 FORMATS = ("text", "json")
 """The values of ``--log-format``."""
 
-_HANDLER = "decider-stderr"
+_HANDLER = "decider.stderr"
 _STANDARD = set(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "taskName"}
 
 
@@ -76,6 +76,25 @@ class TextFormatter(logging.Formatter):
         if context:
             line += " " + " ".join(f"{k}={v}" for k, v in context.items())
         return line
+
+
+class ContextAdapter(logging.LoggerAdapter[logging.Logger]):
+    """A logger that adds fixed ``extra`` fields (``processor=...``) to every record it writes;
+    a call's own ``extra`` fields are added too (they win over the fixed ones)."""
+
+    def process(self, msg: Any, kwargs: Any) -> tuple[Any, Any]:
+        """The message as is, with the fixed and the call's ``extra`` fields merged."""
+        kwargs["extra"] = {**(self.extra or {}), **(kwargs.get("extra") or {})}
+        return msg, kwargs
+
+
+def with_context(logger: logging.Logger, **fields: Any) -> ContextAdapter:
+    """``logger``, every record of which carries ``fields`` as ``extra`` fields.
+
+    >>> with_context(logging.getLogger("decider.x"), processor="fines.commands").extra
+    {'processor': 'fines.commands'}
+    """
+    return ContextAdapter(logger, fields)
 
 
 def parse_level(name: str) -> int:

@@ -9,17 +9,26 @@ than :data:`HEARTBEAT_TTL` seconds means a service holds the checkpoints.
 
 from __future__ import annotations
 
-import json
 import time
-from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
 import attrs
 
-from decider import DecodeError, Lifecycle, Metadata, UnknownMessageType, event_id, new_id
+from decider import (
+    CancelRequested,
+    DecodeError,
+    Lifecycle,
+    Metadata,
+    UnknownMessageType,
+    event_id,
+    new_id,
+)
+from decider.codec import lifecycle_of_type
+from decider.processors import streams
 from decider.processors.app import App
-from decider.processors.listing import lifecycle_of_type
+from decider.processors.reading import read_all, read_stream
+from decider.processors.streams import cancel_stream
 from decider.stores.protocol import ANY, CheckpointStore, EventStore, NewEvent, RecordedEvent
 
 HEARTBEAT_EVERY = 2.0
@@ -32,7 +41,27 @@ WARNING: compared with this machine's clock: clocks of the machines must agree w
 CANCEL_TYPE = "decider.CancelRequested"
 """The stored type of a cancel request (fields: ``reason``), an input to the instance."""
 
-_PAGE = 1000
+__all__ = [
+    "CANCEL_TYPE",
+    "HEARTBEAT_EVERY",
+    "HEARTBEAT_TTL",
+    "CancelRequest",
+    "OperationError",
+    "Published",
+    "beat",
+    "cancel_stream",
+    "clear_heartbeat",
+    "default_input_stream",
+    "heartbeat_name",
+    "input_types",
+    "position_before",
+    "processor_names",
+    "publish_json",
+    "request_cancel",
+    "reset_checkpoint",
+    "resolve_processor",
+    "service_alive",
+]
 
 
 class OperationError(Exception):
@@ -53,12 +82,9 @@ class Published:
 
 
 def default_input_stream(app: App) -> str:
-    """The stream ``decider publish`` appends to when none is given: ``inputs-<app name>``.
-
-    The workflow processors read their inputs by type from every stream, so any stream that
-    is not an instance stream will do.
-    """
-    return f"inputs-{app.name}"
+    """The stream ``decider publish`` appends to when none is given: ``inputs-<app name>``
+    (:func:`~decider.processors.streams.input_stream`)."""
+    return streams.input_stream(app.name)
 
 
 def input_types(app: App) -> set[str]:
@@ -88,7 +114,7 @@ def publish_json(
             f"no workflow of app {app.name!r} takes {type_name!r} (inputs: {known})"
         )
     target = stream or default_input_stream(app)
-    if app.workflow_of_stream(target) is not None or target.startswith("decider-"):
+    if app.workflow_of_stream(target) is not None or streams.is_system_stream(target):
         raise OperationError(
             f"stream {target!r} belongs to a workflow instance or to the processors; "
             "publish to another stream"
@@ -102,11 +128,6 @@ def publish_json(
         store, message, target, message_id or new_id("msg"), correlation_id=correlation_id
     )
     return Published(published, type_name, target)
-
-
-def cancel_stream(instance_stream: str) -> str:
-    """The stream a cancel request for the instance ``instance_stream`` goes to."""
-    return f"decider-cancel-{instance_stream}"
 
 
 @attrs.frozen
@@ -139,7 +160,7 @@ def request_cancel(store: EventStore, app: App, instance_stream: str, reason: st
     registration = app.workflow_of_stream(instance_stream)
     if registration is None:
         raise OperationError(f"{instance_stream!r} is not the stream of a workflow of {app.name!r}")
-    status = _status(_read_stream(store, instance_stream))
+    status = _status(read_stream(store, instance_stream))
     if status is None:
         raise OperationError(f"instance {instance_stream!r} has no events")
     if status is not Lifecycle.RUNNING:
@@ -147,8 +168,8 @@ def request_cancel(store: EventStore, app: App, instance_stream: str, reason: st
     stream = cancel_stream(instance_stream)
     existing = store.read_stream(stream, 0, 1)
     if existing:
-        doc = json.loads(existing[0].data)
-        return CancelRequest(instance_stream, str(existing[0].id), str(doc.get("reason")), True)
+        reason = _cancel_reason(app, existing[0])
+        return CancelRequest(instance_stream, str(existing[0].id), reason, True)
     instance_id = instance_stream[len(registration.stream_prefix) :]
     new = event_id(stream, "cancel", 0)
     data = _encode_cancel(app, reason)
@@ -159,13 +180,23 @@ def request_cancel(store: EventStore, app: App, instance_stream: str, reason: st
 
 
 def _encode_cancel(app: App, reason: str) -> bytes:
-    """The request's data: through the codec where the message class is registered."""
+    """The request's data: through the codec where the message class is registered, else as
+    :class:`~decider.CancelRequested` (the type the engine reads)."""
     if CANCEL_TYPE in app.codec.registry:
         cls: Any = app.codec.registry.class_of(CANCEL_TYPE)
         type_name, data = app.codec.encode_message(cls(reason=reason))
         assert type_name == CANCEL_TYPE
         return data
-    return json.dumps({"reason": reason}, separators=(",", ":")).encode()
+    return app.codec.encode_data(CancelRequested(reason=reason))
+
+
+def _cancel_reason(app: App, record: RecordedEvent) -> str:
+    """The reason a stored cancel request gives (``None`` as text if it cannot be read)."""
+    try:
+        request = app.codec.decode_data(CancelRequested, record.type, record.data)
+    except DecodeError:
+        return "None"
+    return str(request.reason)
 
 
 def _status(events: list[RecordedEvent]) -> Lifecycle | None:
@@ -180,15 +211,14 @@ def _status(events: list[RecordedEvent]) -> Lifecycle | None:
 
 def processor_names(app: App) -> list[str]:
     """The checkpoint names of ``app``'s processors, as a service names them."""
-    names = [f"{app.name}.workflow.{name}" for name in app.workflows]
-    return [*names, f"{app.name}.commands", f"{app.name}.timers"]
+    return streams.processor_names(app.name, app.workflows)
 
 
 def resolve_processor(app: App, given: str) -> str:
     """The processor ``given`` names: its full name, or the part after ``<app name>.``."""
     names = processor_names(app)
     for name in names:
-        if given in (name, name.removeprefix(f"{app.name}.")):
+        if given in (name, streams.short_processor_name(app.name, name)):
             return name
     raise OperationError(
         f"no processor {given!r} in app {app.name!r} (processors: {', '.join(names)})"
@@ -197,7 +227,7 @@ def resolve_processor(app: App, given: str) -> str:
 
 def heartbeat_name(app: App) -> str:
     """The checkpoint name under which a running service of ``app`` writes its heartbeat."""
-    return f"{app.name}.service-heartbeat"
+    return streams.heartbeat_name(app.name)
 
 
 def beat(store: CheckpointStore, app: App, now: float | None = None) -> int:
@@ -225,7 +255,7 @@ def service_alive(store: CheckpointStore, app: App, now: float | None = None) ->
 def position_before(store: EventStore, moment: datetime) -> int:
     """The position of the last event recorded before ``moment`` (0: there is none)."""
     found = 0
-    for record in _read_all(store):
+    for record in read_all(store):
         if record.recorded_at >= moment:
             break
         found = record.position
@@ -251,21 +281,3 @@ def reset_checkpoint(store: EventStore, app: App, processor: str, position: int)
     previous = store.load_checkpoint(processor)
     store.save_checkpoint(processor, position)
     return previous
-
-
-def _read_stream(store: EventStore, stream: str) -> list[RecordedEvent]:
-    events: list[RecordedEvent] = []
-    while page := store.read_stream(stream, len(events), _PAGE):
-        events.extend(page)
-        if len(page) < _PAGE:
-            break
-    return events
-
-
-def _read_all(store: EventStore) -> Iterator[RecordedEvent]:
-    after: int | None = None
-    while page := store.read_all(after, _PAGE):
-        yield from page
-        if len(page) < _PAGE:
-            return
-        after = page[-1].position

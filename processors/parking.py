@@ -13,7 +13,7 @@ import logging
 from typing import Any, Protocol
 
 from decider import Metadata
-from decider.processors import decoding, streams
+from decider.processors import decoding, logs, streams
 from decider.processors.app import App
 from decider.processors.base import Skip
 from decider.processors.messages import (
@@ -44,11 +44,11 @@ class Derive(Protocol):
 class Parking:
     """An app's parked-command ledger, as the command processor writes and reads it."""
 
-    def __init__(self, app: App, derived: Derive, logger: logging.Logger, name: str) -> None:
+    def __init__(self, app: App, derived: Derive, logger: logging.Logger | None, name: str) -> None:
         self.app = app
         self.ledger = streams.parked_stream(app.name)
         self._derived = derived
-        self._log = logger
+        self._log = logs.with_context(logger or logging.getLogger(__name__), processor=name)
         self._name = name
         self.parked = 0
 
@@ -70,6 +70,13 @@ class Parking:
             command_id,
             attempts,
             reason,
+            extra={
+                "command_id": command_id,
+                "event_type": command_type,
+                "stream": event.stream,
+                "position": event.position,
+                "attempt": attempts,
+            },
         )
         cause = park_cause(command_id, round_key)
         parked = CommandParked(
@@ -114,5 +121,10 @@ class Parking:
                 f"command {request.command_id} is not at {request.stream}@{request.revision}"
             )
         source = found[0]
-        self._log.info("%s retries parked command %s", self._name, request.command_id)
+        self._log.info(
+            "%s retries parked command %s",
+            self._name,
+            request.command_id,
+            extra={"command_id": request.command_id, "event_type": request.command_type},
+        )
         return source, decoding.input_metadata(codec, source), metadata.message_id

@@ -6,22 +6,21 @@ Everything here reads the store through the protocol; nothing needs a running se
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
 import attrs
 
 from decider import Envelope, Lifecycle, Metadata, WorkflowEvent, advance, event_id, start
-from decider.codec import COMPLETED
+from decider.codec import lifecycle_of_type
 from decider.processors import decoding, streams
 from decider.processors.app import App
 from decider.processors.errors import ConflictsExhausted, NotParked
 from decider.processors.messages import CommandParked, ParkedCommandRetried
+from decider.processors.reading import read_all, read_stream
 from decider.stores.errors import WrongExpectedVersion
-from decider.stores.protocol import EventStore, Filter, NewEvent, RecordedEvent
+from decider.stores.protocol import EventStore, NewEvent, RecordedEvent
 
-_PAGE = 1000
 _RACES = 5
 
 
@@ -94,7 +93,7 @@ def show(store: EventStore, app: App, stream: str) -> InstanceView:
             recorded_at=record.recorded_at,
             stored_metadata=record.metadata,
         )
-        for record in _read_stream(store, stream)
+        for record in read_stream(store, stream)
     ]
     instance = advance(workflow, start(workflow), (entry.event for entry in history))
     return InstanceView(stream, workflow.name, history, instance.state, instance.status)
@@ -103,7 +102,8 @@ def show(store: EventStore, app: App, stream: str) -> InstanceView:
 def status(store: EventStore, app: App, workflow: str | None = None) -> list[InstanceStatus]:
     """Every instance of ``app``'s workflows (or of one) with its status, by first appearance.
 
-    Reads only the ``Began`` and ``Completed`` events (nothing is decoded).
+    Reads only the lifecycle events (``Began`` and the terminal ones: ``Completed``,
+    ``Failed``, ``Cancelled``); nothing is decoded, the stored type names the status.
     """
     registrations = [r for name, r in app.workflows.items() if workflow is None or name == workflow]
     if not registrations:
@@ -111,19 +111,21 @@ def status(store: EventStore, app: App, workflow: str | None = None) -> list[Ins
     wanted = {r.workflow.name for r in registrations}
     found: dict[str, InstanceStatus] = {}
     filter = decoding.lifecycle_filter(r.workflow.name for r in registrations)
-    for record in _read_all(store, filter):
+    for record in read_all(store, filter):
         owner = app.workflow_of_stream(record.stream)
         if owner is None or owner.workflow.name not in wanted:
             continue
-        state = Lifecycle.COMPLETED if record.type == COMPLETED else Lifecycle.RUNNING
-        if found.get(record.stream) is None or state is Lifecycle.COMPLETED:
+        state = lifecycle_of_type(record.type)
+        if state is None:
+            continue
+        if found.get(record.stream) is None or state.terminal:
             found[record.stream] = InstanceStatus(record.stream, owner.workflow.name, state)
     return list(found.values())
 
 
 def list_parked(store: EventStore, app: App) -> list[ParkedCommand]:
     """The commands of ``app`` that are parked now (parked, and not retried since)."""
-    ledger = _read_stream(store, streams.parked_stream(app.name))
+    ledger = read_stream(store, streams.parked_stream(app.name))
     return [command for command, _ in _parked(app, ledger)]
 
 
@@ -160,7 +162,7 @@ def retry_parked(store: EventStore, app: App, command_id: str) -> str:
     """
     stream = streams.parked_stream(app.name)
     for _ in range(_RACES):
-        ledger = _read_stream(store, stream)
+        ledger = read_stream(store, stream)
         found = {c.command_id: (c, record) for c, record in _parked(app, ledger)}
         if command_id not in found:
             raise NotParked(app.name, command_id)
@@ -183,21 +185,3 @@ def retry_parked(store: EventStore, app: App, command_id: str) -> str:
             continue
         return str(new_id)
     raise ConflictsExhausted(stream, _RACES)
-
-
-def _read_stream(store: EventStore, stream: str) -> list[RecordedEvent]:
-    events: list[RecordedEvent] = []
-    while page := store.read_stream(stream, len(events), _PAGE):
-        events.extend(page)
-        if len(page) < _PAGE:
-            break
-    return events
-
-
-def _read_all(store: EventStore, filter: Filter) -> Iterator[RecordedEvent]:
-    after: int | None = None
-    while page := store.read_all(after, _PAGE, filter):
-        yield from page
-        if len(page) < _PAGE:
-            return
-        after = page[-1].position

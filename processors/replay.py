@@ -1,11 +1,14 @@
 """The replay guard: recognise a command concluded before a crash, so it is not carried out twice.
 
-On a :class:`~decider.stores.protocol.TransactionalStore` a command's outcome and the checkpoint
-past it are one transaction, so nothing is ever replayed. Elsewhere (EventStoreDB) the outcome is
-written first, so a crash before the checkpoint makes the next run see the command again: until
-that run has caught up, a handler's command whose outcome of this round is stored (its results
-stream, or its park record) is recognised as concluded (a handler is not asked twice, so its
-answer cannot flip from results to parked or back).
+Commands conclude out of order (a pool runs them side by side), and their outcomes are committed
+as they conclude, while the checkpoint is the low-water mark: so after a crash the next run sees
+again commands whose outcome is stored. On a :class:`~decider.stores.protocol.TransactionalStore`
+the command processor remembers the last position it committed an outcome for past the
+checkpoint (the *concluded mark*, :func:`concluded_mark_name`); only commands up to it are
+checked. Elsewhere (EventStoreDB) outcomes and checkpoint are separate writes, so every command
+a subscription delivers before it caught up is checked. A command whose outcome of this round is
+stored (its results stream, or its park record) is recognised as concluded (a handler is not
+asked twice, so its answer cannot flip from results to parked or back).
 """
 
 from __future__ import annotations
@@ -25,11 +28,14 @@ class ReplayGuard:
         self.transactional = transactional
         self._open = True
         self._end: int | None = None
+        self._high: int | None = None
         self._parked_ids: set[str] | None = None
 
-    def restart(self) -> None:
-        """A new subscription: what it delivers before catching up may be a replay."""
+    def restart(self, concluded_mark: int | None = None) -> None:
+        """A new subscription: what it delivers before catching up may be a replay (on a
+        transactional store: only up to ``concluded_mark``)."""
         self._open, self._end, self._parked_ids = True, None, None
+        self._high = concluded_mark
 
     def caught_up(self, position: int | None) -> None:
         """History (and so any replay of work done before a crash) ends at ``position``."""
@@ -44,12 +50,15 @@ class ReplayGuard:
     ) -> bool:
         """Whether this round of the command already has a stored outcome (a replay).
 
-        Only a non-transactional store can hold an outcome past the checkpoint
-        (``committed``), and only in what a subscription delivers before it caught up.
+        An outcome past the checkpoint (``committed``) can only be stored up to the concluded
+        mark (transactional store), or in what a subscription delivers before it caught up.
         """
         if self.transactional:
-            return False
-        if not self._open and (self._end is None or event.position > self._end):
+            if self._high is None or event.position > self._high:
+                return False
+            if committed is not None and event.position <= committed:
+                return False
+        elif not self._open and (self._end is None or event.position > self._end):
             return False
         command_id = str(event.id)
         if self.store.read_stream(streams.results_stream(handler, command_id), 0, 1):
@@ -70,6 +79,11 @@ class ReplayGuard:
             found.update(str(e.id) for e in page if e.stream == self.ledger)
             position = page[-1].position
         return found
+
+
+def concluded_mark_name(processor: str) -> str:
+    """The checkpoint name of the last position ``processor`` committed an outcome for."""
+    return f"{processor}.concluded"
 
 
 def park_cause(command_id: str, round_key: str) -> str:

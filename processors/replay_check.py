@@ -12,12 +12,13 @@ from collections.abc import Iterator
 
 import attrs
 
+from decider.codec import BEGAN
 from decider.processors.app import App, WorkflowRegistration
 from decider.processors.decoding import decode_event, decode_metadata
+from decider.processors.reading import read_all, read_stream
 from decider.stores.protocol import EventStore, Filter, RecordedEvent
 from decider.testing import ReplayReport, replay_check
 
-_PAGE = 500
 _CANCEL_REQUESTED = "decider.CancelRequested"
 """The stored type name of :class:`decider.CancelRequested`."""
 
@@ -57,7 +58,7 @@ def replay_stored(
         registration = app.workflow_of_stream(began.stream)
         if registration is None or registration not in registrations:
             continue
-        records = _read_stream(store, began.stream)
+        records = read_stream(store, began.stream)
         history = [decode_event(app.codec, record) for record in records]
         report = replay_check(
             registration.workflow,
@@ -89,20 +90,6 @@ def assert_stored_replays(
 
 def _began(store: EventStore, registrations: list[WorkflowRegistration]) -> Iterator[RecordedEvent]:
     flt = Filter(
-        stream_prefixes=tuple(r.stream_prefix for r in registrations), event_types=("Began",)
+        stream_prefixes=tuple(r.stream_prefix for r in registrations), event_types=(BEGAN,)
     )
-    after: int | None = None
-    while page := store.read_all(after, _PAGE, flt):
-        yield from page
-        if len(page) < _PAGE:
-            return
-        after = page[-1].position
-
-
-def _read_stream(store: EventStore, stream: str) -> list[RecordedEvent]:
-    events: list[RecordedEvent] = []
-    while page := store.read_stream(stream, len(events), _PAGE):
-        events.extend(page)
-        if len(page) < _PAGE:
-            break
-    return events
+    yield from read_all(store, flt)

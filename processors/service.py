@@ -24,11 +24,12 @@ from types import FrameType
 from typing import Any
 
 from decider.processors.app import App
-from decider.processors.base import LOGGER, Context, Processor
+from decider.processors.base import Context, Processor
 from decider.processors.clock import Clock, Signal, SystemClock
 from decider.processors.command_processor import CommandProcessor
 from decider.processors.errors import ProcessorDied
 from decider.processors.group import PartitionGroup
+from decider.processors.pool import HandlerLoad
 from decider.processors.timer_processor import TimerProcessor
 from decider.processors.workflow_processor import WorkflowProcessor
 from decider.stores.protocol import CheckpointStore, EventStore
@@ -46,6 +47,11 @@ class Service:
 
     WARNING: a handler's side effects outside the store may happen more than once (after a
     crash or a retry); handlers receive the command id as an idempotency key for that.
+
+    Each module logs to its own logger under ``decider`` (``decider.processors.service``,
+    ``decider.processors.base``...), with context in ``extra`` fields (``processor``,
+    ``stream``, ``position``, ``command_id``, ``event_type``). ``logger``, if given, takes
+    every line of the service and its processors instead (the fields are still added).
     """
 
     def __init__(
@@ -56,7 +62,7 @@ class Service:
         *,
         batch_size: int = 500,
         cache_size: int = 20_000,
-        logger: logging.Logger = LOGGER,
+        logger: logging.Logger | None = None,
         group: PartitionGroup | None = None,
     ) -> None:
         if not isinstance(store, CheckpointStore):
@@ -73,7 +79,9 @@ class Service:
         self.clock: Clock = clock or SystemClock()
         self.batch_size = batch_size
         self.cache_size = cache_size
-        self.logger = logger
+        self.logger = logger or logging.getLogger(__name__)
+        """The service's own logger (``decider.processors.service``, or the one given)."""
+        self._given_logger = logger
         self.group = group
         """The group this service shares the app's work with (``None``: it does all of it);
         started and stopped (its leases released) with the service."""
@@ -110,7 +118,7 @@ class Service:
                 stop=self._stop,
                 progress=self._on_progress,
                 batch_size=self.batch_size,
-                logger=self.logger,
+                logger=self._given_logger,
                 group=self.group,
             )
             self.processors = [
@@ -127,15 +135,24 @@ class Service:
             for thread in self._threads:
                 thread.start()
         self.logger.info(
-            "service %r started: %s", self.app.name, ", ".join(p.name for p in self.processors)
+            "service %r started: %s",
+            self.app.name,
+            ", ".join(p.name for p in self.processors),
+            extra={"app": self.app.name},
         )
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop gracefully: each processor finishes its batch in hand and stores its checkpoint.
 
-        Raises :class:`TimeoutError` if a thread is still running after ``timeout`` seconds (a
-        handler that does not return).
+        Handler calls in hand get up to half of ``timeout`` (at most
+        :data:`~decider.processors.command_processor.STOP_GRACE`) to return; a command whose
+        call did not is carried out again on the next start (the checkpoint never passed it).
+        Raises :class:`TimeoutError` if a processor's thread is still running after ``timeout``
+        seconds.
         """
+        for processor in self.processors:
+            if isinstance(processor, CommandProcessor):
+                processor.stop_grace = min(processor.stop_grace, timeout / 2)
         self._stop.set()
         for processor in self.processors:
             processor.stop()
@@ -148,7 +165,7 @@ class Service:
         self._on_progress()
         if alive:
             raise TimeoutError(f"still running after {timeout}s: {', '.join(alive)}")
-        self.logger.info("service %r stopped", self.app.name)
+        self.logger.info("service %r stopped", self.app.name, extra={"app": self.app.name})
 
     def run_forever(self) -> None:
         """Start, run until SIGINT or SIGTERM (or :meth:`stop` from another thread), then stop.
@@ -162,7 +179,12 @@ class Service:
         previous: dict[signal.Signals, Any] = {}
 
         def on_signal(signum: int, frame: FrameType | None) -> None:
-            self.logger.info("service %r: signal %d, stopping", self.app.name, signum)
+            self.logger.info(
+                "service %r: signal %d, stopping",
+                self.app.name,
+                signum,
+                extra={"app": self.app.name, "signal": signum},
+            )
             stop.set()
 
         if threading.current_thread() is threading.main_thread():
@@ -197,6 +219,14 @@ class Service:
     def error_count(self) -> int:
         """How many unexpected errors the processors met in all (kept or not)."""
         return sum(p.errors.count for p in self.processors)
+
+    def handler_load(self) -> list[HandlerLoad]:
+        """Each handler's commands now: in flight, backing off, queued, and parked by this
+        run (empty before :meth:`start`)."""
+        for processor in self.processors:
+            if isinstance(processor, CommandProcessor):
+                return processor.load()
+        return []
 
     def processor(self, name_suffix: str) -> Processor:
         """The running processor whose name ends with ``name_suffix`` (e.g. ``"commands"``)."""
@@ -256,7 +286,9 @@ class Service:
             processor.run()
         except BaseException as exc:  # the thread ends either way; the log keeps the traceback
             if self._stop.is_set():
-                self.logger.exception("%s ended while stopping", processor.name)
+                self.logger.exception(
+                    "%s ended while stopping", processor.name, extra={"processor": processor.name}
+                )
             else:
                 self._died(processor, exc)
             return
@@ -270,6 +302,7 @@ class Service:
             self.app.name,
             processor.name,
             exc_info=exc,
+            extra={"app": self.app.name, "processor": processor.name},
         )
         self._stop.set()
         for other in self.processors:
@@ -277,10 +310,11 @@ class Service:
         self._on_progress()
 
     def _leases_changed(self) -> None:
-        """What this process holds changed: every processor resubscribes (from the checkpoints
-        of what it holds now)."""
+        """What this process holds changed: each processor whose share changed resubscribes
+        (from the checkpoints of what it holds now)."""
         for processor in self.processors:
-            processor.stop()
+            if processor.share.moved():
+                processor.stop()
         self._on_progress()
 
     def _on_progress(self) -> None:

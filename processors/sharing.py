@@ -12,6 +12,7 @@ processor resumes with what it still holds.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import defaultdict
 from collections.abc import Sequence
@@ -60,7 +61,7 @@ class Share:
 
     def __init__(self, member: Member) -> None:
         self.member = member
-        self.seen_version = -1
+        self._held_view: object = None
         self.owned: dict[int, Lease] | None = None
         """The partitions this subscription works on (``None``: not partitioned)."""
         self._marks: dict[int, int | None] = {}
@@ -89,7 +90,7 @@ class Share:
         group, stop = self.group, self.member.context.stop
         assert group is not None
         while not stop.is_set():
-            self.seen_version = group.version
+            self._held_view = self._holding()
             if self.holds_work():
                 self.member.on_leases_changed()
                 return True
@@ -97,9 +98,18 @@ class Share:
         return False
 
     def moved(self) -> bool:
-        """Whether what this process holds changed since :meth:`await_leases`."""
+        """Whether what this process holds of this processor's work (partitions and epochs, or
+        the singleton's epoch) changed since :meth:`await_leases`."""
+        return self.group is not None and self._holding() != self._held_view
+
+    def _holding(self) -> object:
         group = self.group
-        return group is not None and group.version != self.seen_version
+        if group is None:
+            return None
+        if self.member.partitioned:
+            return frozenset((n, lease.epoch) for n, lease in group.partitions().items())
+        lease = group.singleton(self.role())
+        return None if lease is None else lease.epoch
 
     def start_position(self) -> int | None:
         """The position to subscribe after: the processor's checkpoint, or for a partitioned
@@ -126,7 +136,13 @@ class Share:
         if isinstance(exc, LeaseLost) and group is not None:
             group.lost(exc.lease)
         context = self.member.context
-        context.logger.warning("%s: %s; resuming with the leases still held", self.member.name, exc)
+        logger = context.logger or logging.getLogger(__name__)
+        logger.warning(
+            "%s: %s; resuming with the leases still held",
+            self.member.name,
+            exc,
+            extra={"processor": self.member.name},
+        )
         context.stop.wait(0.1)
 
     def process(self, batch: Sequence[RecordedEvent], owned: dict[int, Lease]) -> None:

@@ -25,14 +25,16 @@ is a new skip record, which can be re-driven in its turn.
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 
 import attrs
 
 from decider import Envelope, Metadata, event_id, message
+from decider.codec import COMMAND_KINDS, parse_type
+from decider.processors import streams
 from decider.processors.app import App
 from decider.processors.messages import InputSkipped, ParkedCommandRetried
+from decider.processors.reading import read_all
 from decider.processors.streams import parked_stream
 from decider.stores.protocol import (
     ANY,
@@ -44,11 +46,8 @@ from decider.stores.protocol import (
     TransactionalStore,
 )
 
-SKIPPED_PREFIX = "decider-skipped-"
+SKIPPED_PREFIX = streams.skipped_prefix()
 """What every skipped-inputs stream's name starts with (then the processor's name)."""
-
-_COMMAND_KINDS = ("Sent", "Published", "Replied")
-_PAGE = 1000
 
 
 @message("decider.InputRedriven")
@@ -79,6 +78,8 @@ class SkippedInput:
     event_id: str
     skipped_at: datetime
     redriven_as: str | None
+    redrivable: bool = True
+    """Whether :func:`redrive` can hand the event over again (see :func:`can_redrive`)."""
 
     def as_json(self) -> dict[str, object]:
         """The record as a JSON object."""
@@ -93,6 +94,7 @@ class SkippedInput:
             "event_id": self.event_id,
             "skipped_at": self.skipped_at.isoformat(),
             "redriven_as": self.redriven_as,
+            "redrivable": self.redrivable,
         }
 
 
@@ -110,37 +112,44 @@ def list_skipped(
     store: EventStore, app: App, processor: str | None = None, *, pending_only: bool = False
 ) -> list[SkippedInput]:
     """The skip records of ``app``'s processors (or of one), in the order they were made."""
-    prefix = f"{SKIPPED_PREFIX}{processor or app.name + '.'}"
+    prefix = (
+        streams.skipped_stream(processor)
+        if processor is not None
+        else streams.skipped_prefix(app.name)
+    )
     records: dict[str, SkippedInput] = {}
-    flt = Filter(stream_prefixes=(prefix,))
-    after: int | None = None
-    while page := store.read_all(after, _PAGE, flt):
-        for record in page:
-            if processor is not None and record.stream != prefix:
-                continue
-            decoded = app.codec.decode_message(record.type, record.data)
-            if isinstance(decoded, InputSkipped):
-                records[str(record.id)] = _skipped(record, decoded)
-            elif isinstance(decoded, InputRedriven) and decoded.skip_id in records:
-                records[decoded.skip_id] = attrs.evolve(
-                    records[decoded.skip_id], redriven_as=decoded.event_id
-                )
-        if len(page) < _PAGE:
-            break
-        after = page[-1].position
+    for record in read_all(store, Filter(stream_prefixes=(prefix,))):
+        if processor is not None and record.stream != prefix:
+            continue
+        decoded = app.codec.decode_message(record.type, record.data)
+        if isinstance(decoded, InputSkipped):
+            records[str(record.id)] = _skipped(app, record, decoded)
+        elif isinstance(decoded, InputRedriven) and decoded.skip_id in records:
+            records[decoded.skip_id] = attrs.evolve(
+                records[decoded.skip_id], redriven_as=decoded.event_id
+            )
     found = list(records.values())
     return [s for s in found if s.redriven_as is None] if pending_only else found
 
 
-def find_skipped(store: EventStore, app: App, skip_id: str) -> SkippedInput:
-    """The skip record whose id is (or, if unambiguous, starts with) ``skip_id``.
+def can_redrive(app: App, stream: str, event_type: str) -> bool:
+    """Whether a skipped event of ``event_type`` in ``stream`` can be re-driven: any input
+    outside an instance stream, and a command event in one; not a timer (``Scheduled:``)."""
+    kind, _ = parse_type(event_type)
+    return app.workflow_of_stream(stream) is None or kind in COMMAND_KINDS
+
+
+def find_skipped(store: EventStore, app: App, skip_id: str, *, exact: bool = False) -> SkippedInput:
+    """The skip record whose id is (or, if unambiguous and not ``exact``, starts with)
+    ``skip_id``.
 
     Raises :class:`NotRedrivable` if there is none, or several.
     """
-    matches = [s for s in list_skipped(store, app) if s.skip_id.startswith(skip_id)]
-    exact = [s for s in matches if s.skip_id == skip_id]
-    if exact:
-        return exact[0]
+    found = [s for s in list_skipped(store, app) if s.skip_id.startswith(skip_id)]
+    matches = [s for s in found if s.skip_id == skip_id] if exact or not skip_id else found
+    exact_matches = [s for s in matches if s.skip_id == skip_id]
+    if exact_matches:
+        return exact_matches[0]
     if not matches:
         raise NotRedrivable(f"no skipped input {skip_id!r} in app {app.name!r}")
     if len(matches) > 1:
@@ -167,21 +176,21 @@ def redrive(store: EventStore, app: App, skipped: SkippedInput) -> Redriven:
             f"event {skipped.event_id} is not at {skipped.stream}@{skipped.revision} any more"
         )
     ledger = parked_stream(app.name)
-    kind = source.type.partition(":")[0] if ":" in source.type else ""
+    _, message_type = parse_type(source.type)
     if app.workflow_of_stream(source.stream) is not None:
-        if kind not in _COMMAND_KINDS:
+        if not can_redrive(app, source.stream, source.type):
             raise NotRedrivable(
                 f"{source.type} at {source.stream}@{source.revision} is in an instance stream and "
                 f"cannot be appended again; reset {skipped.processor}'s checkpoint to before "
                 f"position {source.position} instead (decider reset)"
             )
-        new = _retry_request(app, ledger, skipped, source)
+        new = _retry_request(app, ledger, skipped, source, message_type)
         how = "retry"
     else:
         new = _copy(app, ledger, skipped, source)
         how = "copy"
     target = ledger if how == "retry" else source.stream
-    marker_stream = f"{SKIPPED_PREFIX}{skipped.processor}"
+    marker_stream = streams.skipped_stream(skipped.processor)
     marker = _encode(
         app,
         marker_stream,
@@ -203,17 +212,17 @@ def _copy(app: App, ledger: str, skipped: SkippedInput, source: RecordedEvent) -
     if source.stream == ledger or not metadata:
         # A request gets a fresh message id (a new round); an input without metadata keeps
         # the id it was handled under, its event id.
-        doc = _metadata_doc(metadata)
         message_id = str(new_id) if source.stream == ledger else str(source.id)
-        doc.update(message_id=message_id, causation_id=str(source.id))
-        metadata = json.dumps(doc, separators=(",", ":")).encode()
+        metadata = app.codec.with_ids(metadata, message_id, str(source.id))
     return NewEvent(new_id, source.type, source.data, metadata)
 
 
-def _retry_request(app: App, ledger: str, skipped: SkippedInput, source: RecordedEvent) -> NewEvent:
+def _retry_request(
+    app: App, ledger: str, skipped: SkippedInput, source: RecordedEvent, command_type: str
+) -> NewEvent:
     request = ParkedCommandRetried(
         command_id=str(source.id),
-        command_type=source.type.partition(":")[2],
+        command_type=command_type,
         stream=source.stream,
         revision=source.revision,
     )
@@ -229,15 +238,7 @@ def _encode(
     return NewEvent(new_id, type_name, data, encoded)
 
 
-def _metadata_doc(metadata: bytes) -> dict[str, object]:
-    try:
-        doc = json.loads(metadata) if metadata else {}
-    except ValueError:
-        return {}
-    return doc if isinstance(doc, dict) else {}
-
-
-def _skipped(record: RecordedEvent, skipped: InputSkipped) -> SkippedInput:
+def _skipped(app: App, record: RecordedEvent, skipped: InputSkipped) -> SkippedInput:
     return SkippedInput(
         skip_id=str(record.id),
         processor=skipped.processor,
@@ -249,4 +250,5 @@ def _skipped(record: RecordedEvent, skipped: InputSkipped) -> SkippedInput:
         event_id=skipped.event_id,
         skipped_at=record.recorded_at,
         redriven_as=None,
+        redrivable=can_redrive(app, skipped.stream, skipped.event_type),
     )

@@ -11,12 +11,15 @@ finds what the first wrote)::
     decider-parked-<app>                     the app's parked-command ledger
     decider-failed-<Workflow>-<command id>   a parked command's CommandFailed, fed back
     decider-skipped-<processor>              the inputs a processor skipped
+    decider-cancel-<instance stream>         an operator's cancel request for an instance
+    inputs-<app>                             where ``decider publish`` appends by default
     decider-partitions-<app>                 the app's partition count (partitioned runs)
     decider-leases-<app>                     the history of partition claims (partitioned runs)
 
 and the processors' (checkpoint) names ``<app>.workflow.<Workflow>``, ``<app>.commands``,
-``<app>.timers``; in a partitioned run, a workflow processor's checkpoint per partition is
-``<processor>.p<partition>``.
+``<app>.timers``, beside which a running service writes its heartbeat under
+``<app>.service-heartbeat``; in a partitioned run, a workflow processor's checkpoint per
+partition is ``<processor>.p<partition>``.
 
 :data:`SEPARATOR` (``-``) follows a workflow or handler name, which therefore cannot contain
 it: the workflow of an instance stream is the part before the first ``-``, so ``Order`` and
@@ -31,6 +34,7 @@ input that would make a name no store can hold is skipped with that reason.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from decider.processors.errors import AppDefinitionError, InvalidStreamName
 
@@ -201,6 +205,45 @@ def skipped_stream(processor: str) -> str:
     return f"{_SYSTEM}skipped{SEPARATOR}{processor}"
 
 
+def skipped_prefix(app: str | None = None) -> str:
+    """The prefix of the skipped-inputs streams of ``app``'s processors (of every app: ``None``).
+
+    >>> skipped_prefix("fines")
+    'decider-skipped-fines.'
+    """
+    return skipped_stream(f"{app}." if app is not None else "")
+
+
+def cancel_stream(instance_stream: str) -> str:
+    """The stream an operator's cancel request for the instance ``instance_stream`` goes to.
+
+    >>> cancel_stream("Order-o-1")
+    'decider-cancel-Order-o-1'
+    """
+    return f"{_SYSTEM}cancel{SEPARATOR}{instance_stream}"
+
+
+def input_stream(app: str) -> str:
+    """The stream ``decider publish`` appends an input to when none is given.
+
+    The workflow processors read their inputs by type from every stream, so any stream that is
+    not an instance stream will do.
+
+    >>> input_stream("fines")
+    'inputs-fines'
+    """
+    return f"inputs{SEPARATOR}{app}"
+
+
+def is_system_stream(stream: str) -> bool:
+    """Whether ``stream`` is one of the processors' own (``decider-...``): no input goes there.
+
+    >>> is_system_stream(parked_stream("fines")), is_system_stream(input_stream("fines"))
+    (True, False)
+    """
+    return stream.startswith(_SYSTEM)
+
+
 # -- processors -------------------------------------------------------------------------------
 
 
@@ -217,6 +260,31 @@ def command_processor_name(app: str) -> str:
 def timer_processor_name(app: str) -> str:
     """The name (and checkpoint name) of an app's timer processor."""
     return f"{app}.timers"
+
+
+def processor_names(app: str, workflows: Iterable[str]) -> list[str]:
+    """The names of the processors a service of ``app`` runs: one per workflow, then the
+    command and the timer processor.
+
+    >>> processor_names("fines", ["Fine"])
+    ['fines.workflow.Fine', 'fines.commands', 'fines.timers']
+    """
+    names = [workflow_processor_name(app, workflow) for workflow in workflows]
+    return [*names, command_processor_name(app), timer_processor_name(app)]
+
+
+def short_processor_name(app: str, processor: str) -> str:
+    """A processor's name without its app's (what an operator may type instead).
+
+    >>> short_processor_name("fines", "fines.commands")
+    'commands'
+    """
+    return processor.removeprefix(f"{app}.")
+
+
+def heartbeat_name(app: str) -> str:
+    """The checkpoint name under which a running service of ``app`` writes its heartbeat."""
+    return f"{app}.service-heartbeat"
 
 
 def partition_checkpoint_name(processor: str, partition: int) -> str:

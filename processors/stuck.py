@@ -19,11 +19,28 @@ from datetime import UTC, datetime, timedelta
 import attrs
 
 from decider import Lifecycle
+from decider.codec import lifecycle_of_type
 from decider.processors.app import App, WorkflowRegistration
-from decider.processors.listing import lifecycle_of_type
 from decider.stores.protocol import EventStore, Filter
 
 _PAGE = 1000
+
+
+def is_stuck(
+    status: Lifecycle, updated_at: datetime, limit: timedelta | None, now: datetime
+) -> bool:
+    """Whether an instance is stuck at ``now``: running, with no event since ``updated_at`` for
+    longer than ``limit`` (``None``: no limit, never stuck). The one definition the watcher,
+    ``decider list --stuck`` and the console share.
+
+    >>> from datetime import datetime, timedelta
+    >>> then = datetime(2026, 1, 1)
+    >>> is_stuck(Lifecycle.RUNNING, then, timedelta(minutes=5), then + timedelta(minutes=6))
+    True
+    >>> is_stuck(Lifecycle.FAILED, then, timedelta(minutes=5), then + timedelta(minutes=6))
+    False
+    """
+    return status is Lifecycle.RUNNING and limit is not None and now - updated_at > limit
 
 
 @attrs.frozen
@@ -73,7 +90,7 @@ class StuckWatcher:
         for stream, entry in self._running.items():
             limit = entry.registration.progress_within
             assert limit is not None
-            if not entry.reported and now - entry.updated_at > limit:
+            if not entry.reported and is_stuck(Lifecycle.RUNNING, entry.updated_at, limit, now):
                 entry.reported = True
                 name = entry.registration.workflow.name
                 found.append(StuckInstance(stream, name, entry.updated_at, limit))
@@ -85,7 +102,7 @@ class StuckWatcher:
         counts: Counter[str] = Counter()
         for entry in self._running.values():
             limit = entry.registration.progress_within
-            if limit is not None and now - entry.updated_at > limit:
+            if is_stuck(Lifecycle.RUNNING, entry.updated_at, limit, now):
                 counts[entry.registration.workflow.name] += 1
         return counts
 

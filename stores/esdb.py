@@ -1,4 +1,8 @@
-"""The EventStoreDB adapter: :class:`EsdbEventStore` over ``esdbclient``'s sync client.
+"""The EventStoreDB/KurrentDB adapter: :class:`EsdbEventStore` over the client's sync API.
+
+The client is ``kurrentdbclient`` (extra ``kurrentdb``) or ``esdbclient`` (extra ``esdb``),
+whichever is installed (:mod:`decider.stores._esdb_client`); both read ``esdb://`` URIs, and
+``kurrentdb://`` and ``kdb://`` (with ``+discover``) work with either.
 
 EventStoreDB already has our model (0-based revisions, NO_STREAM / EXISTS / ANY, idempotent
 re-appends by event id), so the adapter mostly translates names. The differences it covers:
@@ -15,7 +19,7 @@ Positions are EventStoreDB commit positions. Checkpoints live in the stream
 them out of every subscription that excludes system events (ours and esdbclient's default), and
 a non-``$`` stream needs no admin rights on a secured node.
 
-Every ``esdbclient`` error is mapped to :mod:`decider.stores.errors` in :func:`map_error`.
+Every client error is mapped to :mod:`decider.stores.errors` in :func:`map_error`.
 
 WARNING: EventStoreDB cannot append to several streams in one transaction, so this store is
 not a :class:`~decider.stores.protocol.TransactionalStore`.
@@ -24,6 +28,7 @@ not a :class:`~decider.stores.protocol.TransactionalStore`.
 from __future__ import annotations
 
 import contextlib
+import enum
 import json
 import queue
 import re
@@ -34,10 +39,7 @@ from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-import esdbclient
-import esdbclient.exceptions as esdb_errors
-from esdbclient import EventStoreDBClient, StreamState
-
+from decider.stores._esdb_client import load
 from decider.stores._expectations import check_read_args, validate_append
 from decider.stores.errors import (
     StoreError,
@@ -66,37 +68,43 @@ CHECKPOINT_STREAM_PREFIX = "decider-checkpoint-"
 CHECKPOINT_EVENT_TYPE = "$decider-checkpoint"
 """The type of checkpoint events (``$``: a system event, excluded from user subscriptions)."""
 
+CLIENT = load()
+"""The client package in use: ``kurrentdbclient`` if installed, else ``esdbclient``."""
+
 _PAGE = 1000
 _QUEUE_SIZE = 1000
 _ACTUAL_REVISION = re.compile(r"Stream position of last event is (\d+) ")
-_STATES = {NO_STREAM: StreamState.NO_STREAM, EXISTS: StreamState.EXISTS, ANY: StreamState.ANY}
+_STATE = CLIENT.stream_state
+_STATES = {NO_STREAM: _STATE.NO_STREAM, EXISTS: _STATE.EXISTS, ANY: _STATE.ANY}
 
 
 def map_error(
     exc: Exception, stream: str = "$all", expected: ExpectedRevision | None = None
 ) -> StoreError:
-    """The :mod:`decider.stores.errors` exception for an ``esdbclient`` exception (the one place).
+    """The :mod:`decider.stores.errors` exception for a client exception (the one place).
 
-    ``WrongCurrentVersion`` carries the actual revision only in its message, which
-    ``esdbclient`` words in two fixed ways: "Stream 'x' does not exist" and "Stream position of
-    last event is N not E".
+    ``esdbclient``'s ``WrongCurrentVersion`` carries the actual revision only in its message,
+    worded in two fixed ways: "Stream 'x' does not exist" and "Stream position of last event is
+    N not E"; ``kurrentdbclient``'s also has it as ``actual_version`` (an int, or the
+    ``NO_STREAM`` state), and names the stream of a failed multi-stream append.
     """
     if isinstance(exc, StoreError):
         return exc
-    if isinstance(exc, esdb_errors.WrongCurrentVersion):
-        found = _ACTUAL_REVISION.search(str(exc))
-        return WrongExpectedVersion(stream, expected, int(found.group(1)) if found else None)
-    if isinstance(exc, esdb_errors.StreamIsDeleted) or (
-        isinstance(exc, esdb_errors.FailedPrecondition) and "is deleted" in str(exc)
+    if isinstance(exc, CLIENT.wrong_version):
+        actual = getattr(exc, "actual_version", None)
+        named = getattr(exc, "stream_name", None)
+        if named and stream == "$all":
+            stream = str(named)
+        if not isinstance(actual, int) or isinstance(actual, enum.Enum):
+            found = _ACTUAL_REVISION.search(str(exc))
+            actual = int(found.group(1)) if found else None
+        return WrongExpectedVersion(stream, expected, actual)
+    if isinstance(exc, CLIENT.stream_deleted) or (
+        isinstance(exc, CLIENT.failed_precondition) and "is deleted" in str(exc)
     ):
-        return StreamDeleted(stream)
-    if isinstance(
-        exc,
-        esdb_errors.ServiceUnavailable
-        | esdb_errors.DeadlineExceeded
-        | esdb_errors.DiscoveryFailed
-        | esdb_errors.NodeIsNotLeader,
-    ):
+        named = getattr(exc, "stream_name", None)
+        return StreamDeleted(str(named) if named and stream == "$all" else stream)
+    if isinstance(exc, CLIENT.unavailable):
         return StoreUnavailable(f"EventStoreDB did not answer: {exc!r}")
     return StoreError(f"EventStoreDB error on {stream!r}: {exc!r}")
 
@@ -114,10 +122,10 @@ def _to_recorded(event: Any) -> RecordedEvent:
     )
 
 
-def _to_new(event: NewEvent) -> esdbclient.NewEvent:
+def _to_new(event: NewEvent) -> Any:
     # EventStoreDB only uses the content type to decide whether projections may parse the data.
     is_json = event.data[:1] in (b"{", b"[")
-    return esdbclient.NewEvent(
+    return CLIENT.new_event(
         id=event.id,
         type=event.type,
         data=event.data,
@@ -127,21 +135,42 @@ def _to_new(event: NewEvent) -> esdbclient.NewEvent:
 
 
 def server_filter(filter: Filter) -> dict[str, Any]:
-    """``esdbclient`` filter arguments that select a superset of ``filter``'s events.
+    """Client filter arguments that select a superset of ``filter``'s events.
 
-    Stream prefixes are the most selective, then event types; with neither, system event
-    types are excluded. The caller still applies ``filter.matches`` to what comes back.
+    Event types go first: the processors' filters name a few types out of the many that their
+    workflow streams hold (a workflow stream prefix would let every event of every instance
+    through, for the client to drop). Then stream prefixes; with neither, system event types
+    are excluded. The caller still applies ``filter.matches`` to what comes back.
     """
-    if filter.stream_prefixes:
-        parts = [re.escape(p) + ".*" for p in filter.stream_prefixes]
-        return {"filter_include": ["(?:" + "|".join(parts) + ")"], "filter_by_stream_name": True}
     if filter.event_types or filter.event_type_prefixes:
         parts = [re.escape(t) for t in filter.event_types]
         parts += [re.escape(p) + ".*" for p in filter.event_type_prefixes]
         return {"filter_include": ["(?:" + "|".join(parts) + ")"], "filter_exclude": ()}
+    if filter.stream_prefixes:
+        parts = [re.escape(p) + ".*" for p in filter.stream_prefixes]
+        return {"filter_include": ["(?:" + "|".join(parts) + ")"], "filter_by_stream_name": True}
     if filter.include_system:
         return {"filter_exclude": ()}
     return {"filter_exclude": [r"\$.*"]}
+
+
+def checkpoint_event(position: int) -> NewEvent:
+    """The event that stores a checkpoint at ``position``."""
+    return NewEvent(
+        id=uuid.uuid4(),
+        type=CHECKPOINT_EVENT_TYPE,
+        data=json.dumps({"position": position}).encode(),
+    )
+
+
+def server_filter_is_exact(filter: Filter) -> bool:
+    """Whether :func:`server_filter` selects exactly ``filter``'s events (one side only).
+
+    EventStoreDB filters on the stream name or on the event type, never both; a filter with
+    both is sent as its type part and finished locally.
+    """
+    has_types = bool(filter.event_types or filter.event_type_prefixes)
+    return not (filter.stream_prefixes and has_types)
 
 
 class EsdbSubscription:
@@ -155,9 +184,7 @@ class EsdbSubscription:
 
     _END = object()
 
-    def __init__(
-        self, client: EventStoreDBClient, after_position: int | None, filter: Filter
-    ) -> None:
+    def __init__(self, client: Any, after_position: int | None, filter: Filter) -> None:
         self._filter = filter
         self._position = after_position
         self._queue: queue.Queue[object] = queue.Queue(_QUEUE_SIZE)
@@ -170,7 +197,7 @@ class EsdbSubscription:
                 include_checkpoints=True,
                 **server_filter(filter),
             )
-        except esdb_errors.EventStoreDBClientException as exc:
+        except CLIENT.base_error as exc:
             raise map_error(exc) from exc
         self._thread = threading.Thread(target=self._pump, name="esdb-subscription", daemon=True)
         self._thread.start()
@@ -227,12 +254,12 @@ class EsdbSubscription:
         caught_up_sent = False
         try:
             for item in self._call:
-                if isinstance(item, esdbclient.CaughtUp):
+                if isinstance(item, CLIENT.caught_up):
                     if not caught_up_sent:
                         caught_up_sent = True
                         if not self._put(CaughtUp(self._position)):
                             return
-                elif isinstance(item, esdbclient.Checkpoint):
+                elif isinstance(item, CLIENT.checkpoint):
                     checkpoint = item.commit_position
                     if checkpoint is not None and (
                         self._position is None or checkpoint > self._position
@@ -256,7 +283,8 @@ class EsdbEventStore:
     """An :class:`~decider.stores.protocol.EventStore` and
     :class:`~decider.stores.protocol.CheckpointStore` on EventStoreDB.
 
-    ``uri`` is an esdbclient connection string, e.g. ``esdb://localhost:2113?Tls=false``.
+    ``uri`` is a client connection string, e.g. ``esdb://localhost:2113?Tls=false`` (or
+    ``kurrentdb://``, ``kdb://``, each also ``+discover``).
     Appends of several events are one atomic batch; re-appending the same event ids with the
     same expectation succeeds without writing (EventStoreDB's idempotency).
     """
@@ -267,14 +295,14 @@ class EsdbEventStore:
 
     def __init__(self, uri: str) -> None:
         try:
-            self._client = EventStoreDBClient(uri)
+            self._client = CLIENT.client_class(CLIENT.client_uri(uri))
         except ValueError as exc:
             raise UnsupportedStoreURI(uri, str(exc)) from exc
-        except esdb_errors.EventStoreDBClientException as exc:  # discovery (esdb+discover://)
+        except CLIENT.base_error as exc:  # discovery (esdb+discover://)
             raise map_error(exc) from exc
         self._shown = redact_uri(uri)
         self._subscriptions: set[EsdbSubscription] = set()
-        self._checkpoint_revisions: dict[str, int] = {}
+        self._checkpoint_limited: set[str] = set()  # checkpoint streams given a $maxCount
         self._lock = threading.Lock()
         self._closed = False
 
@@ -292,7 +320,7 @@ class EsdbEventStore:
         validate_append(len(events), expected_revision)
         self.name_rules.check_append(stream, events)
         self._check_open()
-        current: int | StreamState = (
+        current: Any = (
             expected_revision if isinstance(expected_revision, int) else _STATES[expected_revision]
         )
         try:
@@ -307,13 +335,16 @@ class EsdbEventStore:
             elif expected_revision is NO_STREAM:
                 revision = len(events) - 1
             else:
-                revision = self._revision_of(stream, events[-1].id, position)
-        except esdb_errors.EventStoreDBClientException as exc:
+                revision, _ = self._locate(stream, events[-1].id, position)
+        except CLIENT.base_error as exc:
             raise map_error(exc, stream, expected_revision) from exc
         return AppendResult(next_expected_revision=revision, position=position)
 
-    def _revision_of(self, stream: str, event_id: uuid.UUID, position: int) -> int:
-        """The revision of the stored event ``event_id`` (at ``position``), newest first.
+    def _locate(
+        self, stream: str, event_id: uuid.UUID, position: int | None = None
+    ) -> tuple[int, int]:
+        """The revision and position of the stored event ``event_id`` (at ``position`` if
+        given: an id stored twice counts where it was written last), newest first.
 
         Usually it is the stream's last event, so the first page holds one event; later pages
         grow, for an idempotent re-append of events written long ago.
@@ -325,8 +356,8 @@ class EsdbEventStore:
                 stream, stream_position=before, backwards=True, limit=limit
             )
             for event in page:
-                if event.id == event_id and event.commit_position == position:
-                    return int(event.stream_position)
+                if event.id == event_id and position in (None, event.commit_position):
+                    return int(event.stream_position), int(event.commit_position)
             if len(page) < limit or page[-1].stream_position == 0:
                 raise StoreError(f"appended event {event_id} not found in stream {stream!r}")
             before = page[-1].stream_position - 1
@@ -346,9 +377,9 @@ class EsdbEventStore:
             events = self._client.get_stream(
                 stream, stream_position=from_revision, limit=sys.maxsize if limit is None else limit
             )
-        except esdb_errors.NotFound:
+        except CLIENT.not_found:
             return []
-        except esdb_errors.EventStoreDBClientException as exc:
+        except CLIENT.base_error as exc:
             raise map_error(exc, stream) from exc
         return [_to_recorded(e) for e in events]
 
@@ -364,14 +395,19 @@ class EsdbEventStore:
         found: list[RecordedEvent] = []
         position = after_position
         arguments = server_filter(filter)
+        exact = server_filter_is_exact(filter)
         while limit is None or len(found) < limit:
-            # $all reads include their start position: ask one more and drop it
+            # $all reads include their start position: ask one more and drop it. Where the
+            # server's filter lets through events ours drops, read whole pages: a small limit
+            # would otherwise take a round trip for every two events the server sends.
             want = _PAGE if limit is None else limit - len(found)
+            if not exact:
+                want = max(want, _PAGE)
             try:
                 page = list(
                     self._client.read_all(commit_position=position, limit=want + 1, **arguments)
                 )
-            except esdb_errors.EventStoreDBClientException as exc:
+            except CLIENT.base_error as exc:
                 raise map_error(exc) from exc
             for event in page:
                 if position is not None and event.commit_position == position:
@@ -402,47 +438,47 @@ class EsdbEventStore:
         stream = CHECKPOINT_STREAM_PREFIX + name
         try:
             events = self._client.get_stream(stream, backwards=True, limit=1)
-        except esdb_errors.NotFound:
+        except CLIENT.not_found:
             return None
-        except esdb_errors.EventStoreDBClientException as exc:
+        except CLIENT.base_error as exc:
             raise map_error(exc, stream) from exc
         if not events:
             return None
-        with self._lock:
-            self._checkpoint_revisions[name] = events[0].stream_position
         try:
             return int(json.loads(events[0].data)["position"])
         except (ValueError, KeyError, TypeError) as exc:
             raise StoreError(f"unreadable checkpoint in stream {stream!r}") from exc
 
     def save_checkpoint(self, name: str, position: int) -> None:
-        """Store ``position`` for processor ``name``, expecting the revision last seen.
+        """Store ``position`` for processor ``name``; the last save wins, as on SQL stores.
 
-        Raises :class:`~decider.stores.errors.WrongExpectedVersion` if another writer moved the
-        checkpoint since this store last read or wrote it (two processors with one name).
+        Two processes of one app on one node run processors of the same name, which save the
+        same checkpoint: an expected-revision check would fail one of them routinely, for a
+        race that is part of normal operation (both concluded the work up to their position).
         """
         self.name_rules.check(CHECKPOINT, name)
         self._check_open()
         stream = CHECKPOINT_STREAM_PREFIX + name
+        try:
+            self._client.append_to_stream(
+                stream, current_version=_STATE.ANY, events=_to_new(checkpoint_event(position))
+            )
+        except CLIENT.base_error as exc:
+            raise map_error(exc, stream) from exc
+        self._limit_checkpoint_stream(name)
+
+    def _limit_checkpoint_stream(self, name: str) -> None:
+        """Give the checkpoint stream a ``$maxCount`` (once per name and store): only the
+        latest checkpoint matters, EventStoreDB may scavenge the rest."""
         with self._lock:
-            known = self._checkpoint_revisions.get(name)
-        if known is None and self.load_checkpoint(name) is not None:
-            with self._lock:
-                known = self._checkpoint_revisions.get(name)
-        event = NewEvent(
-            id=uuid.uuid4(),
-            type=CHECKPOINT_EVENT_TYPE,
-            data=json.dumps({"position": position}).encode(),
-        )
-        result = self.append(stream, [event], NO_STREAM if known is None else known)
-        if known is None:
-            # Only the latest checkpoint matters; let EventStoreDB scavenge the rest.
-            try:
-                self._client.set_stream_metadata(stream, metadata={"$maxCount": 8})
-            except esdb_errors.EventStoreDBClientException as exc:
-                raise map_error(exc, stream) from exc
-        with self._lock:
-            self._checkpoint_revisions[name] = result.next_expected_revision
+            if name in self._checkpoint_limited:
+                return
+            self._checkpoint_limited.add(name)
+        stream = CHECKPOINT_STREAM_PREFIX + name
+        try:
+            self._client.set_stream_metadata(stream, metadata={"$maxCount": 8})
+        except CLIENT.base_error as exc:
+            raise map_error(exc, stream) from exc
 
     def close(self) -> None:
         """Stop every subscription and close the connection; safe to call twice."""

@@ -9,6 +9,7 @@ URI                                        store
 ``sqlite:///:memory:``                     an SQLite database in this process only
 ``esdb://host:2113?Tls=false``             ``decider.stores.esdb.EsdbEventStore`` (extra ``esdb``)
 ``esdb+discover://...``                    the same, with cluster discovery
+``kurrentdb://``, ``kdb://`` (``+discover``)  the same (extra ``kurrentdb`` or ``esdb``)
 ``postgresql://user@host:5432/db``         :class:`decider.stores.postgres.PostgresEventStore`
 ``postgres://...``                         the same (extra ``postgres``)
 =========================================  ==============================================
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
 
 _SQLITE_PARAMETERS = ("synchronous", "busy_timeout", "probe_interval")
 _POSTGRES_PARAMETERS = ("schema", "synchronous_commit")
+_ESDB_SCHEMES = ("esdb", "esdb+discover", "kurrentdb", "kurrentdb+discover", "kdb", "kdb+discover")
 
 
 def open_store(uri: str) -> EventStore:
@@ -57,13 +59,14 @@ def open_store(uri: str) -> EventStore:
         return _memory(uri, rest)
     if scheme == "sqlite":
         return _sqlite(uri, rest)
-    if scheme in ("esdb", "esdb+discover"):
+    if scheme in _ESDB_SCHEMES:
         return _esdb(uri)
     if scheme in ("postgresql", "postgres"):
         return _postgres(uri)
     raise UnsupportedStoreURI(
         uri,
-        f"unknown scheme {scheme!r}; expected memory, sqlite, esdb, esdb+discover or postgresql",
+        f"unknown scheme {scheme!r}; expected memory, sqlite, esdb, kurrentdb, kdb (each also"
+        " +discover) or postgresql",
     )
 
 
@@ -122,8 +125,10 @@ def _seconds(options: dict[str, str], key: str, default: float) -> float:
 
 
 def _esdb(uri: str) -> EventStore:
-    module = _adapter(uri, "decider.stores.esdb", "EventStoreDB", driver="esdbclient", extra="esdb")
-    store: EventStore = module.EsdbEventStore(uri)
+    _adapter(uri, "decider.stores.esdb", "EventStoreDB", driver="esdbclient", extra="esdb")
+    from decider.stores._esdb_batch import open_esdb_store
+
+    store: EventStore = open_esdb_store(uri)
     return store
 
 

@@ -55,7 +55,8 @@ from decider.processors.cli.operate import (
 from decider.processors.cli.running import EarlySignals, Heartbeat, run_service
 from decider.processors.cli.views import instance_lines, parked_lines, status_lines
 from decider.processors.console.cli import add_commands as add_console_commands
-from decider.processors.errors import NotParked
+from decider.processors.errors import NotParked, ProcessorDied
+from decider.processors.handler_status import handler_lines, handler_status
 from decider.processors.partition_status import (
     join_group,
     partition_document,
@@ -256,6 +257,13 @@ def _run(args: argparse.Namespace) -> int:
                     run_service(service, args.progress_interval, LOGGER, early.received)
             except TimeoutError as exc:
                 raise CliError(f"the service did not stop in time: {exc}") from exc
+            except ProcessorDied as exc:
+                # The service logged the cause; one line says why the process ends, for a
+                # supervisor to restart it.
+                LOGGER.critical(
+                    "%s; exiting with status 1", exc, extra={"processor": exc.processor}
+                )
+                return 1
         finally:
             _close(store)
     return 0
@@ -293,6 +301,7 @@ def _status(args: argparse.Namespace) -> int:
             emit_json(document)
         else:
             emit(status_lines(app, instances, parked, args.limit) + partition_lines(rows))
+            emit(handler_lines(handler_status(store, app)))
     return 0
 
 

@@ -28,7 +28,7 @@ from decider.processors.stuck import StuckWatcher
 from decider.stores.errors import WrongExpectedVersion
 from decider.stores.protocol import CheckpointStore, EventStore
 
-COUNTERS = ("handled", "conflicts", "carried_out", "parked", "fired")
+COUNTERS = ("handled", "conflicts", "carried_out", "parked", "in_flight", "backing_off", "fired")
 """The processor counters the progress line shows, where a processor has them."""
 
 

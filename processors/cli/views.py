@@ -47,18 +47,26 @@ def _metadata(metadata: Metadata, stored_at: datetime) -> str:
     return " ".join(parts)
 
 
+_LISTED = [lifecycle for lifecycle in Lifecycle if lifecycle is not Lifecycle.NOT_STARTED]
+_ALWAYS = (Lifecycle.RUNNING, Lifecycle.COMPLETED)
+"""Counted on every workflow's line; the other statuses only where some instance has them."""
+
+
 def status_lines(
     app: App, instances: list[InstanceStatus], parked: list[ParkedCommand], limit: int
 ) -> list[str]:
-    """Counts per workflow and status, up to ``limit`` stream names per status, then the parked
-    commands."""
+    """Counts per workflow and status (running and completed always, failed and cancelled where
+    there are some), up to ``limit`` stream names per status, then the parked commands."""
     lines = [f"app {app.name}: {len(instances)} instance{'s' if len(instances) != 1 else ''}"]
     per_workflow = Counter((i.workflow, i.status) for i in instances)
     for name in sorted({i.workflow for i in instances} or app.workflows):
-        running = per_workflow[name, Lifecycle.RUNNING]
-        completed = per_workflow[name, Lifecycle.COMPLETED]
-        lines.append(f"  {name}: running {running}, completed {completed}")
-    for lifecycle in (Lifecycle.RUNNING, Lifecycle.COMPLETED):
+        counts = [
+            f"{lifecycle.value} {per_workflow[name, lifecycle]}"
+            for lifecycle in _LISTED
+            if lifecycle in _ALWAYS or per_workflow[name, lifecycle]
+        ]
+        lines.append(f"  {name}: {', '.join(counts)}")
+    for lifecycle in _LISTED:
         streams = [i.stream for i in instances if i.status is lifecycle]
         if not streams:
             continue

@@ -60,9 +60,10 @@ def add_commands(commands: Any, app_help: str, store_help: str) -> None:
     console.add_argument(
         "--stuck-after",
         type=float,
-        default=300.0,
+        default=None,
         metavar="SECONDS",
-        help="a running instance with no event for this long is stuck (default: 300)",
+        help="a running instance with no event for this long is stuck (default: each "
+        "workflow's progress_within, as for 'decider list --stuck')",
     )
     console.set_defaults(command=run_console)
 
@@ -127,7 +128,7 @@ def run_console(args: argparse.Namespace) -> int:
     spec = args.app or os.environ.get(APP_ENV)
     if not spec:
         raise UsageError(f"no app: give --app module:attribute or set {APP_ENV}")
-    if not 0 <= args.port <= 65535 or args.stuck_after <= 0:
+    if not 0 <= args.port <= 65535 or (args.stuck_after is not None and args.stuck_after <= 0):
         raise UsageError("--port must be 0-65535 and --stuck-after positive")
     app = load_app(spec)
     stop = threading.Event()
@@ -141,7 +142,9 @@ def run_console(args: argparse.Namespace) -> int:
             app,
             store,
             actions=args.allow_actions,
-            stuck_after=timedelta(seconds=args.stuck_after),
+            stuck_after=(
+                timedelta(seconds=args.stuck_after) if args.stuck_after is not None else None
+            ),
         )
         try:
             serve(console, args.host, args.port, lambda line: print(line, flush=True), stop)

@@ -1,8 +1,9 @@
 """What the console shows, read from the store: instances, processors, skipped inputs, diagrams.
 
-Built on the operator queries (:mod:`decider.processors.queries`) and the store protocol; it
-needs no running service. :func:`redrive_skipped` is the one writer here (besides
-:func:`~decider.processors.queries.retry_parked`, which the console calls as it is).
+Built on the operator queries (:mod:`decider.processors.queries`, ``listing``, ``skipped``)
+and the store protocol; it needs no running service and
+writes nothing: the console's actions call :func:`~decider.processors.queries.retry_parked` and
+:func:`~decider.processors.skipped.redrive` as the command line does.
 
 WARNING: the instance list and the observed diagram read every event of the workflows' streams
 (one pass over the log, filtered by stream prefix) each time they are shown: fine for the
@@ -11,13 +12,12 @@ thousands of instances a console is for, slow for millions.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import attrs
 
-from decider import Lifecycle, event_id
+from decider import Lifecycle
 from decider.diagram import (
     Diagram,
     Transition,
@@ -28,18 +28,37 @@ from decider.diagram import (
     state_name,
     with_path,
 )
+from decider.processors import listing, skipped
 from decider.processors.app import App
 from decider.processors.base import Context, Processor
 from decider.processors.clock import Signal, SystemClock
 from decider.processors.command_processor import CommandProcessor
-from decider.processors.messages import InputSkipped
+from decider.processors.listing import InstanceQuery
 from decider.processors.queries import InstanceView, ParkedCommand, list_parked, show, status
-from decider.processors.streams import skipped_stream
+from decider.processors.skipped import NotRedrivable, SkippedInput
 from decider.processors.timer_processor import TimerProcessor
 from decider.processors.workflow_processor import WorkflowProcessor
-from decider.stores.protocol import ANY, CheckpointStore, EventStore, Filter, NewEvent
+from decider.stores.protocol import CheckpointStore, EventStore
 
-_PAGE = 1000
+__all__ = [
+    "LAG_CAP",
+    "InstanceDiagram",
+    "InstancePage",
+    "InstanceRow",
+    "NotRedrivable",
+    "ProcessorRow",
+    "SkippedInput",
+    "bare_definition",
+    "definition",
+    "instance_diagram",
+    "is_error",
+    "list_instances",
+    "list_skipped",
+    "observed_diagram",
+    "parked_of",
+    "processor_rows",
+    "processors_of",
+]
 LAG_CAP = 10_000
 """Pending events are counted up to this many per processor (more shows as ``10000+``)."""
 
@@ -48,8 +67,10 @@ LAG_CAP = 10_000
 class InstanceRow:
     """One instance in the list: status, how many events, when it last moved, stuck or not.
 
-    ``stuck``: running, and with a parked command or no event for longer than the console's
-    ``stuck_after``.
+    ``stuck``: running, and either with no event for longer than its workflow's
+    ``progress_within`` (the notion of :mod:`decider.processors.stuck` and ``decider list
+    --stuck``; the console's ``stuck_after`` instead where one is given), or with a command
+    parked (it cannot go on until someone retries it). ``parked``: its commands parked now.
     """
 
     stream: str
@@ -79,61 +100,49 @@ def list_instances(
     workflow: str | None = None,
     status_value: str | None = None,
     stuck_only: bool = False,
-    stuck_after: timedelta = timedelta(minutes=5),
+    stuck_after: timedelta | None = None,
     offset: int = 0,
     limit: int = 50,
     now: datetime | None = None,
 ) -> InstancePage:
     """The instances matching the filters, most recently active first, one page of them.
 
-    ``status_value`` is a :class:`~decider.Lifecycle` value (``running``, ``completed``...).
-    Raises :class:`KeyError` for a workflow the app does not have.
+    Read by :func:`decider.processors.listing.list_instances` (what ``decider list`` shows).
+    ``status_value`` is a :class:`~decider.Lifecycle` value (``running``, ``failed``...);
+    ``stuck_after`` overrides every workflow's ``progress_within`` (``None``: each workflow's
+    own; a workflow without one has no stuck instances). Raises :class:`KeyError` for a
+    workflow the app does not have.
     """
-    now = now or datetime.now(UTC)
-    instances = status(store, app, workflow)
-    registrations = [r for n, r in app.workflows.items() if workflow is None or n == workflow]
-    activity = _activity(store, tuple(r.stream_prefix for r in registrations))
+    known = {member.value: member for member in Lifecycle}
+    if status_value is not None and status_value not in known:
+        return InstancePage([], 0, offset, limit)
+    query = InstanceQuery(
+        workflow=workflow,
+        statuses=frozenset([known[status_value]]) if status_value is not None else frozenset(),
+        stuck_for=stuck_after,
+        limit=None,
+    )
     parked: dict[str, int] = {}
     for command in list_parked(store, app):
         parked[command.stream] = parked.get(command.stream, 0) + 1
-    rows = []
-    for instance in instances:
-        count, first, last = activity.get(instance.stream, (0, None, None))
-        waiting = parked.get(instance.stream, 0)
-        stuck = instance.status is Lifecycle.RUNNING and (
-            waiting > 0 or (last is not None and now - last > stuck_after)
-        )
-        rows.append(
-            InstanceRow(
-                instance.stream,
-                instance.workflow,
-                instance.status,
-                count,
-                first,
-                last,
-                waiting,
-                stuck,
-            )
-        )
     rows = [
-        row
-        for row in rows
-        if (status_value is None or row.status.value == status_value)
-        and (not stuck_only or row.stuck)
+        InstanceRow(
+            stream=instance.stream,
+            workflow=instance.workflow,
+            status=instance.status,
+            events=instance.events,
+            started_at=instance.started_at,
+            last_at=instance.updated_at,
+            parked=parked.get(instance.stream, 0),
+            stuck=instance.stuck_after is not None
+            or (instance.status is Lifecycle.RUNNING and instance.stream in parked),
+        )
+        for instance in listing.list_instances(store, app, query, now).instances
     ]
+    if stuck_only:
+        rows = [row for row in rows if row.stuck]
     rows.sort(key=lambda r: r.last_at or datetime.min.replace(tzinfo=UTC), reverse=True)
     return InstancePage(rows[offset : offset + limit], len(rows), offset, limit)
-
-
-def _activity(
-    store: EventStore, prefixes: tuple[str, ...]
-) -> dict[str, tuple[int, datetime | None, datetime | None]]:
-    """Per stream: how many events, the first and the last one's time (nothing decoded)."""
-    found: dict[str, tuple[int, datetime | None, datetime | None]] = {}
-    for record in _read_all(store, Filter(stream_prefixes=prefixes)):
-        count, first, _ = found.get(record.stream, (0, record.recorded_at, None))
-        found[record.stream] = (count + 1, first, record.recorded_at)
-    return found
 
 
 def parked_of(store: EventStore, app: App, stream: str) -> list[ParkedCommand]:
@@ -200,78 +209,10 @@ def processor_rows(store: EventStore, app: App) -> list[ProcessorRow]:
 # -- skipped inputs ----------------------------------------------------------------------
 
 
-@attrs.frozen
-class SkippedInput:
-    """An input a processor skipped, as its skip record tells; ``redrivable``: see
-    :func:`redrive_skipped`."""
-
-    record_id: str
-    processor: str
-    reason: str
-    stream: str
-    revision: int
-    position: int
-    event_type: str
-    event_id: str
-    skipped_at: datetime
-    redrivable: bool
-
-
 def list_skipped(store: EventStore, app: App) -> list[SkippedInput]:
-    """The skip records of every processor of ``app``, oldest first."""
-    found = []
-    for processor in processors_of(app, store):
-        redrivable = isinstance(processor, WorkflowProcessor)
-        for record in _read_stream(store, skipped_stream(processor.name)):
-            message = app.codec.decode_message(record.type, record.data)
-            if isinstance(message, InputSkipped):
-                found.append(
-                    SkippedInput(
-                        record_id=str(record.id),
-                        processor=message.processor,
-                        reason=message.reason,
-                        stream=message.stream,
-                        revision=message.revision,
-                        position=message.position,
-                        event_type=message.event_type,
-                        event_id=message.event_id,
-                        skipped_at=record.recorded_at,
-                        redrivable=redrivable,
-                    )
-                )
-    found.sort(key=lambda s: s.skipped_at)
-    return found
-
-
-class NotRedrivable(Exception):
-    """A skip record that is unknown, or whose input cannot be fed again."""
-
-
-def redrive_skipped(store: EventStore, app: App, record_id: str) -> str:
-    """Feed a skipped input to its workflow again; returns the id of the copy appended.
-
-    The stored input is copied, type, data and metadata unchanged (so its message id too), to
-    the end of the stream it was in, under an id derived from the skip record: re-driving one
-    record twice writes one copy. The workflow processor reads the copy as a new input and
-    handles it (or skips it again, recording a new skip). Only inputs of workflow processors
-    are re-driven; a command is carried out again with ``retry`` once parked, never by copying
-    its ``Sent`` event into the instance's history. Raises :class:`NotRedrivable` otherwise.
-    """
-    skipped = {s.record_id: s for s in list_skipped(store, app)}
-    found = skipped.get(record_id)
-    if found is None:
-        raise NotRedrivable(f"no skipped input has the record id {record_id!r}")
-    if not found.redrivable:
-        raise NotRedrivable(
-            f"{found.processor} is not a workflow processor: its input is a command"
-        )
-    original = store.read_stream(found.stream, found.revision, 1)
-    if not original or str(original[0].id) != found.event_id:
-        raise NotRedrivable(f"the skipped event {found.stream}@{found.revision} is not stored")
-    source = original[0]
-    copy_id = event_id(found.stream, f"{record_id}/redrive", 0)
-    store.append(found.stream, [NewEvent(copy_id, source.type, source.data, source.metadata)], ANY)
-    return str(copy_id)
+    """The skip records of every processor of ``app``, oldest first (as ``decider skipped``
+    lists them; re-drive one with :func:`decider.processors.skipped.redrive`)."""
+    return skipped.list_skipped(store, app)
 
 
 # -- diagrams ----------------------------------------------------------------------------
@@ -328,21 +269,3 @@ def instance_diagram(
 def is_error(view: InstanceView, parked: Sequence[ParkedCommand]) -> bool:
     """Whether an instance is in trouble: a parked command, or a lifecycle named failed."""
     return bool(parked) or view.status.value == "failed"
-
-
-def _read_stream(store: EventStore, stream: str) -> Iterator[Any]:
-    start = 0
-    while page := store.read_stream(stream, start, _PAGE):
-        yield from page
-        if len(page) < _PAGE:
-            return
-        start += len(page)
-
-
-def _read_all(store: EventStore, filter: Filter) -> Iterator[Any]:
-    after: int | None = None
-    while page := store.read_all(after, _PAGE, filter):
-        yield from page
-        if len(page) < _PAGE:
-            return
-        after = page[-1].position

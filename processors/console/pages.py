@@ -252,14 +252,14 @@ def parked_page(chrome: Chrome, parked: Sequence[ParkedCommand]) -> str:
 
 
 def skipped_page(chrome: Chrome, skipped: Sequence[SkippedInput]) -> str:
-    """Every input a processor skipped, with a re-drive button for workflow inputs."""
+    """Every input a processor skipped, with a re-drive button where it can be re-driven."""
     if not skipped:
         return layout(chrome, "Skipped inputs", '<p class="empty">Nothing was skipped.</p>')
     rows = "".join(
         f"<tr><td>{esc(s.processor)}</td><td>{esc(s.event_type)}</td>"
         f'<td>{esc(s.stream)}@{s.revision}</td><td class="num">{s.position}</td>'
         f'<td>{_time(s.skipped_at)}</td><td class="reason">{esc(s.reason)}</td>'
-        f"<td>{_button(chrome, 'redrive', s.record_id, 'Re-drive') if s.redrivable else ''}</td>"
+        f"<td>{_button(chrome, 'redrive', s.skip_id, 'Re-drive') if s.redrivable else ''}</td>"
         "</tr>"
         for s in skipped
     )
@@ -291,8 +291,9 @@ def processors_page(chrome: Chrome, rows: Sequence[ProcessorRow], now: datetime)
 
 ACTIONS: Mapping[str, str] = {
     "retry": "Carry the parked command {id} out again. If it fails again it is parked again.",
-    "redrive": "Feed the skipped input of record {id} to its workflow again (a copy is appended "
-    "to the stream it was in).",
+    "redrive": "Hand the skipped input of record {id} to its processor again, as "
+    "'decider skipped redrive' does (an input is appended again to the stream it was in; a "
+    "command is re-queued through the parked-command ledger).",
 }
 """What each action does, as the confirmation page says it."""
 

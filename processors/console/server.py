@@ -28,6 +28,7 @@ from http import HTTPStatus
 from typing import Any
 
 from decider.diagram import Diagram
+from decider.processors import skipped
 from decider.processors.app import App
 from decider.processors.console import data, pages
 from decider.processors.errors import NotParked
@@ -68,7 +69,7 @@ class Console:
         *,
         actions: bool = False,
         token: str | None = None,
-        stuck_after: timedelta = timedelta(minutes=5),
+        stuck_after: timedelta | None = None,
         page_size: int = 50,
     ) -> None:
         self.app = app
@@ -345,8 +346,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             )
             return pages.message_page(chrome, "Retry requested", text, "/parked")
         try:
-            copy = data.redrive_skipped(console.store, console.app, target)
-        except data.NotRedrivable as exc:
+            found = skipped.find_skipped(console.store, console.app, target, exact=True)
+            copy = skipped.redrive(console.store, console.app, found).event_id
+        except skipped.NotRedrivable as exc:
             raise _Answer(HTTPStatus.CONFLICT, "Not re-driven", str(exc)) from None
         LOGGER.info("console: skipped input %s re-driven as %s", target, copy)
         text = f"Skipped input {target} re-driven as event {copy}; a running service handles it."

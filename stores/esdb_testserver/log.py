@@ -153,6 +153,11 @@ class EventLog:
         self.records: list[Record] = []
         self.positions: list[int] = []
         self.streams: dict[str, StreamIndex] = {}
+        self.by_type: dict[str, list[int]] = {}
+        self.by_stream: dict[str, list[int]] = {}
+        """Indexes into :attr:`records` per event type and per stream (tombstones included), in
+        log order: a filtered ``$all`` read visits the names its filter passes, not every
+        record (the answer is the same; only a real node's scan is slower)."""
         self.closed = False
         self.subscriptions = 0
         """How many subscription calls are running (they end promptly once cancelled)."""
@@ -212,25 +217,45 @@ class EventLog:
                 return WriteResult(last, index.records[last].position)
             if not events:
                 return WriteResult(None if last < 0 else last, None)
-            first_revision = last + 1
-            new = [
-                Record(
-                    self._take_position(stream, e.type, len(e.data) + len(e.metadata)),
-                    stream,
-                    first_revision + i,
-                    e.id,
-                    e.type,
-                    e.content_type,
-                    e.data,
-                    e.metadata,
-                    _ticks_now(),
-                )
-                for i, e in enumerate(events)
-            ]
-            result = WriteResult(new[-1].revision, new[-1].position)
-            new += self._undelete_records(stream, soft_deleted, first_revision, events)
+            new, result = self.new_records(stream, events, soft_deleted, last)
             self._commit(new)
             return result
+
+    def new_records(
+        self, stream: str, events: Sequence[Proposed], soft_deleted: bool, last: int
+    ) -> tuple[list[Record], WriteResult]:
+        """The records that write ``events`` after revision ``last`` (with the metadata record
+        that undeletes a soft-deleted stream), positioned but not committed: call under the
+        lock, then :meth:`commit` them."""
+        first_revision = last + 1
+        new = [
+            Record(
+                self._take_position(stream, e.type, len(e.data) + len(e.metadata)),
+                stream,
+                first_revision + i,
+                e.id,
+                e.type,
+                e.content_type,
+                e.data,
+                e.metadata,
+                _ticks_now(),
+            )
+            for i, e in enumerate(events)
+        ]
+        result = WriteResult(new[-1].revision, new[-1].position)
+        return new + self._undelete_records(stream, soft_deleted, first_revision, events), result
+
+    def check(self, stream: str, expected: int, ids: Sequence[str]) -> tuple[bool, bool, int]:
+        """The expected-version check of :meth:`append` without writing: (idempotent,
+        soft-deleted, revision) or raises :class:`WrongVersion` / :class:`Deleted`. The
+        revision is the stream's last for a write, the last matched one if idempotent. Call
+        under the lock."""
+        decision, soft_deleted, revision = self._check(stream, expected, ids)
+        return decision is _Decision.IDEMPOTENT, soft_deleted, revision
+
+    def commit(self, new: list[Record]) -> None:
+        """Publish records made by :meth:`new_records` as one atomic write. Call under the lock."""
+        self._commit(new)
 
     def delete(self, stream: str, expected: int, proceed: Callable[[], bool]) -> int:
         """Soft-delete: set ``$tb`` to "deleted" in the stream's metadata; returns its position.
@@ -395,14 +420,18 @@ class EventLog:
 
     def resolve_link(self, link: Record) -> Record | None:
         """The event a ``$>`` link (data ``"<revision>@<stream>"``) points to, if readable."""
-        revision_text, _, target = link.data.decode("utf-8", "replace").partition("@")
         with self.changed:
-            index = self.streams.get(target)
-            start = self.visible_from(target)
-            if index is None or index.tombstoned or start is None or not revision_text.isdigit():
-                return None
-            revision = int(revision_text)
-            return index.records[revision] if start <= revision < len(index.records) else None
+            return self.resolve_link_locked(link)
+
+    def resolve_link_locked(self, link: Record) -> Record | None:
+        """:meth:`resolve_link` for a caller that holds the lock."""
+        revision_text, _, target = link.data.decode("utf-8", "replace").partition("@")
+        index = self.streams.get(target)
+        start = self.visible_from(target)
+        if index is None or index.tombstoned or start is None or not revision_text.isdigit():
+            return None
+        revision = int(revision_text)
+        return index.records[revision] if start <= revision < len(index.records) else None
 
     def _new(self, stream: str, revision: int | None, event_type: str, data: bytes) -> Record:
         index = self.streams.get(stream)
@@ -454,7 +483,11 @@ class EventLog:
                 owner.meta = _parse_meta(events[-1].data)
         # positions before records: a reader bounded by len(records) finds every position
         self.positions.extend(r.position for r in new)
+        base = len(self.records)
         self.records.extend(new)
+        for offset, record in enumerate(new):
+            self.by_type.setdefault(record.type, []).append(base + offset)
+            self.by_stream.setdefault(record.stream, []).append(base + offset)
         last = new[-1]
         self._next_position = max(
             self._next_position,

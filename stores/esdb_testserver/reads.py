@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import bisect
 import functools
+import heapq
+import itertools
 import re
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
@@ -30,18 +32,25 @@ def _compile(regex: str) -> re.Pattern[str]:
     return re.compile(regex)
 
 
-@dataclass(frozen=True)
+_MEMO_LIMIT = 100_000  # names a filter remembers its answer for before it starts over
+
+
+@dataclass
 class RecordFilter:
     """A server-side filter: a regex (or prefixes) on the stream name or on the event type.
 
     Like EventStoreDB's ``EventFilter``, a filtered read also drops the ``$epoch-information``
     stream and the checkpoint and parked streams of persistent subscriptions to ``$all``.
+    Answers are remembered per stream name and per event type (names repeat through the log),
+    so scanning a long log costs a dictionary lookup per record, not a regex search.
     """
 
     by_stream: bool
     regex: re.Pattern[str] | None
     prefixes: tuple[str, ...]
     checkpoint_interval: int
+    _streams: dict[str, bool] = field(default_factory=dict, repr=False, compare=False)
+    _types: dict[str, bool] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_options(cls, options: Any) -> RecordFilter | None:
@@ -63,13 +72,54 @@ class RecordFilter:
 
     def matches(self, record: Record) -> bool:
         """Whether a record passes (``re.search`` semantics, like .NET ``Regex.Match``)."""
-        stream = record.stream
+        stream_passes = self._streams.get(record.stream)
+        if stream_passes is None:
+            stream_passes = self._remember(self._streams, record.stream, self._stream_passes)
+        if self.by_stream or not stream_passes:
+            return stream_passes
+        type_passes = self._types.get(record.type)
+        if type_passes is None:
+            type_passes = self._remember(self._types, record.type, self._subject_passes)
+        return type_passes
+
+    @staticmethod
+    def _remember(memo: dict[str, bool], name: str, decide: Callable[[str], bool]) -> bool:
+        if len(memo) >= _MEMO_LIMIT:
+            memo.clear()
+        answer = memo[name] = decide(name)
+        return answer
+
+    def candidates(self, log: EventLog, first: int, end: int) -> Iterator[int]:
+        """Indexes of the records from ``first`` to ``end`` (exclusive) whose stream name (or
+        event type) passes, in log order, found through the log's name indexes; the caller
+        still applies :meth:`matches` (a type filter's stream exclusions)."""
+        passes: Callable[[str], bool]
+        if self.by_stream:
+            table, passes, memo = log.by_stream, self._stream_passes, self._streams
+        else:
+            table, passes, memo = log.by_type, self._subject_passes, self._types
+        runs: list[Iterator[int]] = []
+        for name in list(table):  # one C call: safe while a writer adds names
+            answer = memo.get(name)
+            if answer is None:
+                answer = self._remember(memo, name, passes)
+            if answer:
+                found = table[name]
+                runs.append(itertools.islice(found, bisect.bisect_left(found, first), None))
+        for index in heapq.merge(*runs):
+            if index >= end:
+                return
+            yield index
+
+    def _stream_passes(self, stream: str) -> bool:
         if stream == "$epoch-information" or (
             stream.startswith("$persistentsubscription-$all::")
             and stream.endswith(("-checkpoint", "-parked"))
         ):
             return False
-        subject = stream if self.by_stream else record.type
+        return not self.by_stream or self._subject_passes(stream)
+
+    def _subject_passes(self, subject: str) -> bool:
         if self.prefixes:
             return subject.startswith(self.prefixes)
         return self.regex is None or self.regex.search(subject) is not None
@@ -198,7 +248,7 @@ def _read_all(
             first = (
                 bisect.bisect_left(log.positions, all_options.position.commit_position, 0, end) - 1
             )
-        indexes = range(first, -1, -1)
+        indexes: Iterable[int] = range(first, -1, -1)
     else:
         first = 0
         if which == "end":
@@ -206,6 +256,8 @@ def _read_all(
         elif which == "position":
             first = bisect.bisect_left(log.positions, all_options.position.commit_position, 0, end)
         indexes = range(first, end)
+        if record_filter is not None and (record_filter.regex or record_filter.prefixes):
+            indexes = record_filter.candidates(log, first, end)
     sent = 0
     for considered, i in enumerate(indexes):
         if sent >= count:

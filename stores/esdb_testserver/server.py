@@ -11,22 +11,54 @@ from types import TracebackType
 from typing import Self
 
 import grpc
-from esdbclient.protos.Grpc import gossip_pb2_grpc, persistent_pb2_grpc, streams_pb2_grpc
 
+from decider.stores.esdb_testserver._proto import (
+    POOL,
+    gossip_pb2_grpc,
+    persistent_pb2_grpc,
+    serverfeatures_pb2_grpc,
+    streams_pb2_grpc,
+    streams_v2_pb2_grpc,
+)
 from decider.stores.esdb_testserver.log import EventLog
 from decider.stores.esdb_testserver.persistence import LogFile
-from decider.stores.esdb_testserver.services import GossipServicer, PersistentSubscriptionsServicer
+from decider.stores.esdb_testserver.persistent_service import PersistentSubscriptionsServicer
+from decider.stores.esdb_testserver.services import GossipServicer
 from decider.stores.esdb_testserver.streams_service import StreamsServicer
+from decider.stores.esdb_testserver.streams_v2_service import (
+    ServerFeaturesServicer,
+    StreamsV2Servicer,
+)
 
 _MESSAGE_LIMIT = 17 * 1024 * 1024  # what esdbclient allows; bigger appends get ESDB's own error
+
+
+_SERVICES = (
+    "event_store.client.streams.Streams",
+    "event_store.client.persistent_subscriptions.PersistentSubscriptions",
+    "event_store.client.gossip.Gossip",
+    "event_store.client.server_features.ServerFeatures",
+    "kurrentdb.protocol.v2.streams.StreamsService",
+)
+
+
+def _served_methods(append_session: bool) -> dict[str, list[str]]:
+    """The methods of every service the server registers, as ``ServerFeatures`` lists them
+    (``AppendRecords`` aside: a 25.1 node has no such method)."""
+    return {
+        name: [m.name for m in POOL.FindServiceByName(name).methods if m.name != "AppendRecords"]
+        for name in _SERVICES
+        if append_session or not name.startswith("kurrentdb.")
+    }
 
 
 class EsdbTestServer:
     """An EventStoreDB-compatible gRPC server (insecure, single node) for tests and demos.
 
-    ``port=0`` picks a free port; :attr:`uri` is the connection string for ``esdbclient``.
+    ``port=0`` picks a free port; :attr:`uri` is the connection string for either client.
     With ``path`` the log is reloaded from that file at start and every write is appended to
-    it. Every open subscription holds one of ``max_workers`` threads while it waits (on a
+    it. ``append_session=False`` serves no v2 ``AppendSession`` (as an EventStoreDB 24.10
+    node). Every open subscription holds one of ``max_workers`` threads while it waits (on a
     condition variable), so the pool is large.
 
     WARNING: it reproduces the Streams API (see docs/esdb.md for what it leaves out); it is
@@ -39,11 +71,13 @@ class EsdbTestServer:
         port: int = 0,
         path: str | os.PathLike[str] | None = None,
         max_workers: int = 512,
+        append_session: bool = True,
     ) -> None:
         self._host = host
         self._requested_port = port
         self._file = LogFile(path) if path is not None else None
         self._max_workers = max_workers
+        self._append_session = append_session
         self._server: grpc.Server | None = None
         self._port: int | None = None
         self.log = EventLog(sink=self._file.write if self._file else None)
@@ -81,7 +115,14 @@ class EsdbTestServer:
             StreamsServicer(self.log), server
         )
         persistent_pb2_grpc.add_PersistentSubscriptionsServicer_to_server(  # type: ignore[no-untyped-call]
-            PersistentSubscriptionsServicer(), server
+            PersistentSubscriptionsServicer(self.log), server
+        )
+        if self._append_session:
+            streams_v2_pb2_grpc.add_StreamsServiceServicer_to_server(  # type: ignore[no-untyped-call]
+                StreamsV2Servicer(self.log), server
+            )
+        serverfeatures_pb2_grpc.add_ServerFeaturesServicer_to_server(  # type: ignore[no-untyped-call]
+            ServerFeaturesServicer(_served_methods(self._append_session)), server
         )
         port = server.add_insecure_port(f"{self._host}:{self._requested_port}")
         if port == 0:

@@ -9,10 +9,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import grpc
-from esdbclient.protos.Grpc import shared_pb2, streams_pb2, streams_pb2_grpc
-from google.protobuf import empty_pb2
 
 from decider.stores.esdb_testserver import reads, wire
+from decider.stores.esdb_testserver._proto import shared_pb2, streams_pb2, streams_pb2_grpc
 from decider.stores.esdb_testserver.log import (
     Deleted,
     EventLog,
@@ -86,7 +85,7 @@ class StreamsServicer(streams_pb2_grpc.StreamsServicer):
         except Expired:
             context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "Operation timed out")
         success = streams_pb2.AppendResp.Success()
-        _fill_success(success, result, streams_pb2.AppendResp.Position, shared_pb2.Empty)
+        _fill_success(success, result, streams_pb2.AppendResp.Position)
         return streams_pb2.AppendResp(success=success)
 
     def BatchAppend(self, request_iterator: Iterator[Any], context: Context) -> Iterator[Any]:
@@ -115,7 +114,7 @@ class StreamsServicer(streams_pb2_grpc.StreamsServicer):
         if which == "stream_position":
             resp.stream_position = options.stream_position
         elif which is not None:
-            getattr(resp, which).CopyFrom(empty_pb2.Empty())
+            getattr(resp, which).SetInParent()
         if options.WhichOneof("deadline_option") == "deadline":
             deadline = options.deadline
             if deadline.seconds < 0 or (deadline.seconds == 0 and deadline.nanos <= 0):
@@ -143,7 +142,7 @@ class StreamsServicer(streams_pb2_grpc.StreamsServicer):
                 wire.status(grpc.StatusCode.DEADLINE_EXCEEDED, "Timeout", shared_pb2.Timeout())
             )
             return resp
-        _fill_success(resp.success, result, shared_pb2.AllStreamPosition, empty_pb2.Empty)
+        _fill_success(resp.success, result, shared_pb2.AllStreamPosition)
         return resp
 
     def Delete(self, request: Any, context: Context) -> Any:
@@ -184,13 +183,13 @@ class StreamsServicer(streams_pb2_grpc.StreamsServicer):
         return position
 
 
-def _fill_success(success: Any, result: WriteResult, position_type: Any, empty_type: Any) -> None:
+def _fill_success(success: Any, result: WriteResult, position_type: Any) -> None:
     if result.current_revision is None:
-        success.no_stream.CopyFrom(empty_type())
+        success.no_stream.SetInParent()
     else:
         success.current_revision = result.current_revision
     if result.position is None:
-        success.no_position.CopyFrom(empty_type())
+        success.no_position.SetInParent()
     else:
         success.position.CopyFrom(
             position_type(commit_position=result.position, prepare_position=result.position)

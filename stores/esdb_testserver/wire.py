@@ -1,8 +1,9 @@
 """Protobuf shapes of EventStoreDB's gRPC API (v24.10), built and taken apart in one place.
 
-Messages come from ``esdbclient``'s generated modules, which are wire-identical to the
-server's. Error texts and trailers copy the server's ``RpcExceptions`` so that clients map
-them to the same exceptions as against a real node.
+Messages come from the test server's own generated modules
+(:mod:`decider.stores.esdb_testserver._proto`), built from the ``.proto`` files it serves.
+Error texts and trailers copy the server's ``RpcExceptions`` so that clients map them to the
+same exceptions as against a real node.
 """
 
 from __future__ import annotations
@@ -11,9 +12,8 @@ import uuid
 from typing import Any, NoReturn, Protocol
 
 import grpc
-from esdbclient.protos.Grpc import shared_pb2, status_pb2, streams_pb2
-from google.protobuf import any_pb2, empty_pb2
 
+from decider.stores.esdb_testserver._proto import shared_pb2, status_pb2, streams_pb2
 from decider.stores.esdb_testserver.log import ANY, NO_STREAM, STREAM_EXISTS, Record, WrongVersion
 
 _ReadResp: Any = streams_pb2.ReadResp
@@ -41,6 +41,10 @@ class Context(Protocol):
 
     def abort(self, code: grpc.StatusCode, details: str) -> NoReturn:
         """End the call with status ``code`` and ``details``."""
+        ...
+
+    def abort_with_status(self, status: grpc.Status) -> NoReturn:
+        """End the call with a rich ``status`` (code, details and trailing metadata)."""
         ...
 
 
@@ -122,19 +126,22 @@ def unresolved_link_resp(record: Record, structured_ids: bool) -> Any:
     )
 
 
-def _recorded(record: Record, structured_ids: bool) -> Any:
-    if structured_ids:
-        value = uuid.UUID(record.id).int
-        event_id = shared_pb2.UUID(
-            structured=shared_pb2.UUID.Structured(
-                most_significant_bits=_signed64(value >> 64),
-                least_significant_bits=_signed64(value & (2**64 - 1)),
-            )
+def event_id(text: str, structured: bool) -> Any:
+    """An event id as the client asked for it: a string, or two signed 64-bit halves."""
+    if not structured:
+        return shared_pb2.UUID(string=text)
+    value = uuid.UUID(text).int
+    return shared_pb2.UUID(
+        structured=shared_pb2.UUID.Structured(
+            most_significant_bits=_signed64(value >> 64),
+            least_significant_bits=_signed64(value & (2**64 - 1)),
         )
-    else:
-        event_id = shared_pb2.UUID(string=record.id)
+    )
+
+
+def _recorded(record: Record, structured_ids: bool) -> Any:
     return _ReadEvent.RecordedEvent(
-        id=event_id,
+        id=event_id(record.id, structured_ids),
         stream_identifier=identifier(record.stream),
         stream_revision=record.revision,
         prepare_position=record.position,
@@ -230,25 +237,24 @@ def append_wrong_version(error: WrongVersion) -> Any:
 
 def status(code: grpc.StatusCode, message: str, detail: Any) -> Any:
     """A ``google.rpc.Status`` whose details pack ``detail`` (BatchAppend errors)."""
-    packed = any_pb2.Any()
-    packed.Pack(detail)
-    return status_pb2.Status(code=code.value[0], message=message, details=packed)
+    result = status_pb2.Status(code=code.value[0], message=message)
+    result.details.Pack(detail)
+    return result
 
 
 def batch_wrong_version(error: WrongVersion) -> Any:
     """The ``WrongExpectedVersion`` status of a failed batch append."""
     wev = shared_pb2.WrongExpectedVersion()
-    empty = empty_pb2.Empty()
     if error.current == NO_STREAM:
-        wev.current_no_stream.CopyFrom(empty)
+        wev.current_no_stream.SetInParent()
     else:
         wev.current_stream_revision = error.current
     if error.expected == ANY:
-        wev.expected_any.CopyFrom(empty)
+        wev.expected_any.SetInParent()
     elif error.expected == STREAM_EXISTS:
-        wev.expected_stream_exists.CopyFrom(empty)
+        wev.expected_stream_exists.SetInParent()
     elif error.expected == NO_STREAM:
-        wev.expected_no_stream.CopyFrom(empty)
+        wev.expected_no_stream.SetInParent()
     else:
         wev.expected_stream_position = error.expected
     return status(grpc.StatusCode.ALREADY_EXISTS, "WrongExpectedVersion", wev)

@@ -195,14 +195,14 @@ def test_redrive_feeds_a_skipped_input_again(
     store, service = world
     (skipped,) = list_skipped(store, console_app.app)
     assert skipped.redrivable and "the route returned None" in skipped.reason
-    code, _, body = acting.request("/actions/redrive", {"id": skipped.record_id, "token": TOKEN})
+    code, _, body = acting.request("/actions/redrive", {"id": skipped.skip_id, "token": TOKEN})
     assert code == 200, body
     # The copy is an input again; its route still finds no instance, so it is skipped again.
     assert service.wait_until(lambda: len(list_skipped(store, console_app.app)) == 2, 30)
     again = list_skipped(store, console_app.app)[1]
     assert (again.stream, again.revision) == (skipped.stream, skipped.revision + 1)
     # Re-driving the same record twice writes one copy.
-    assert acting.request("/actions/redrive", {"id": skipped.record_id, "token": TOKEN})[0] == 200
+    assert acting.request("/actions/redrive", {"id": skipped.skip_id, "token": TOKEN})[0] == 200
     assert len(store.read_stream(skipped.stream)) == 2
     assert acting.request("/actions/redrive", {"id": "nope", "token": TOKEN})[0] == 409
 
@@ -291,7 +291,7 @@ def test_the_console_reads_and_acts_on_postgresql_too() -> None:
             assert running.request("/actions/retry", {"id": command, "token": TOKEN})[0] == 200
             assert service.wait_until(lambda: completed(store, "PR-PARK"), 30)
             (skipped,) = list_skipped(store, console_app.app)
-            form = {"id": skipped.record_id, "token": TOKEN}
+            form = {"id": skipped.skip_id, "token": TOKEN}
             assert running.request("/actions/redrive", form)[0] == 200
             assert service.wait_until(lambda: len(list_skipped(store, console_app.app)) == 2, 30)
         finally:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from decider import Codec, DecodeError, Scheduled
+from decider import Codec, DecodeError, Scheduled, WorkflowEvent
 from decider.codec import (
     COMMAND_KINDS,
     EVENT_KINDS,
@@ -101,3 +102,41 @@ def test_no_bytes_make_a_decode_raise_anything_but_decode_error(
             call()
         except DecodeError as exc:
             assert exc.reason
+
+
+def test_every_lifecycle_event_type_names_its_status() -> None:
+    from decider import Began, Cancelled, Completed, Failed, Lifecycle
+    from decider.codec import LIFECYCLE_TYPES, lifecycle_of_type
+
+    events: list[WorkflowEvent[Any, Any]] = [Began(), Completed(), Failed("x"), Cancelled("y")]
+    statuses = [lifecycle_of_type(CODEC.encode_event(e)[0]) for e in events]
+    assert statuses == [
+        Lifecycle.RUNNING,
+        Lifecycle.COMPLETED,
+        Lifecycle.FAILED,
+        Lifecycle.CANCELLED,
+    ]
+    assert {CODEC.encode_event(e)[0] for e in events} == set(LIFECYCLE_TYPES)
+    assert lifecycle_of_type(stored_type("Sent", "Completed")) is None
+
+
+def test_with_ids_replaces_the_ids_and_keeps_every_other_field() -> None:
+    import json
+
+    stored = b'{"message_id":"m1","correlation_id":"c1","trace":"t"}'
+    doc = json.loads(CODEC.with_ids(stored, "m2", "e1"))
+    assert doc == {"message_id": "m2", "causation_id": "e1", "correlation_id": "c1", "trace": "t"}
+    for bad in (b"", b"not json", b"[1]", DEEP):
+        assert json.loads(CODEC.with_ids(bad, "m2", "e1")) == {
+            "message_id": "m2",
+            "causation_id": "e1",
+        }
+
+
+def test_decode_data_structures_an_unregistered_class_or_names_the_type() -> None:
+    from decider import CancelRequested
+
+    data = CODEC.encode_data(CancelRequested(reason="late"))
+    assert CODEC.decode_data(CancelRequested, "x.Cancel", data) == CancelRequested(reason="late")
+    with pytest.raises(DecodeError, match=r"x\.Cancel"):
+        CODEC.decode_data(CancelRequested, "x.Cancel", b'{"other": 1}')

@@ -24,6 +24,10 @@ from decider.processors import streams
 ROOT = Path(__file__).resolve().parents[2]
 ENGINE = sorted(p for p in (ROOT / "processors").glob("*.py"))
 STORES = sorted((ROOT / "stores").rglob("*.py"))
+JSON_ALLOWED = {
+    "logs.py": "writes log lines and reads a log config file as JSON: not the stored wire format",
+}
+"""Modules that may import json, each with the reason (no stored type name is exempted)."""
 STREAM_WORDS = ("decider-", "timer-", "topic-", "reply-", "-parked", "-failed", "-skipped")
 
 
@@ -31,13 +35,14 @@ def _tree(path: Path) -> ast.Module:
     return ast.parse(path.read_text(), str(path))
 
 
-def _wire_parsing(path: Path) -> list[str]:
-    """What in ``path`` parses stored type names or JSON itself."""
+def _wire_parsing(path: Path, json_allowed: bool = False) -> list[str]:
+    """What in ``path`` parses stored type names or JSON itself (``json_allowed``: importing
+    json is not counted)."""
     found = []
     for node in ast.walk(_tree(path)):
         if isinstance(node, ast.Import | ast.ImportFrom):
             names = [a.name for a in node.names] + [getattr(node, "module", None) or ""]
-            if "json" in names:
+            if "json" in names and not json_allowed:
                 found.append(f"line {node.lineno}: imports json")
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             if any(node.value.startswith(f"{kind}:") for kind in EVENT_KINDS) or node.value == ":":
@@ -82,7 +87,7 @@ def _stream_building(path: Path) -> list[str]:
 
 @pytest.mark.parametrize("path", ENGINE, ids=lambda p: p.name)
 def test_no_engine_module_parses_the_wire_format(path: Path) -> None:
-    assert _wire_parsing(path) == []
+    assert _wire_parsing(path, json_allowed=path.name in JSON_ALLOWED) == []
 
 
 @pytest.mark.parametrize(
@@ -103,6 +108,11 @@ def test_the_scans_find_what_they_look_for(tmp_path: Path) -> None:
     )
     assert {f.split(":")[0] for f in _wire_parsing(sample)} == {"line 1", "line 2", "line 3"}
     assert {f.split(":")[0] for f in _stream_building(sample)} == {"line 4", "line 5"}
+    # The exemption covers the json import alone, not a stored type name.
+    assert {f.split(":")[0] for f in _wire_parsing(sample, json_allowed=True)} == {
+        "line 2",
+        "line 3",
+    }
 
 
 @pytest.mark.parametrize("path", STORES, ids=lambda p: str(p.relative_to(ROOT)))

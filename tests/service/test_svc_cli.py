@@ -134,7 +134,12 @@ def test_status_counts_and_lists_from_the_environment(
         "completed (5, first 2):",
     ]
     assert all(line.startswith(f"  {WORKFLOW}-PR-") for line in lines[3:5])
-    assert lines[5:] == ["parked commands: none"]
+    assert lines[5:] == [
+        "parked commands: none",
+        "handlers (commands in hand: sent, not yet concluded):",
+        "  generate_manual_identification_code: in hand 0, parked 0",
+        "  generate_system_number: in hand 0, parked 0",
+    ]
     assert main(["parked"]) == 0
     assert capsys.readouterr().out == "parked commands: none\n"
     assert main(["show", f"{WORKFLOW}-PR-99999"]) == 1

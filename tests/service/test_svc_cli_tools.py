@@ -138,8 +138,20 @@ def test_run_writes_json_log_lines(tmp_path: Path) -> None:
             process.kill()
             process.wait()
     lines = [json.loads(line) for line in log.read_text().splitlines()]
-    assert {line["logger"] for line in lines} >= {"decider"}
+    # A logger per module under `decider`, which --log-level set for all of them.
+    loggers = {line["logger"] for line in lines}
+    assert loggers >= {"decider.processors.service", "decider.processors.base"}
+    assert all(name.startswith("decider.") for name in loggers)
     assert any(line["message"] == "service 'traffic-fines' stopped" for line in lines)
+    # Context in extra fields, each a key of its own.
+    started = [line for line in lines if "starting after position" in line["message"]]
+    assert {line["processor"] for line in started} == {
+        "traffic-fines.workflow.IssueTrafficFineForSpeedingViolation",
+        "traffic-fines.commands",
+        "traffic-fines.timers",
+    }
+    assert all("position" in line for line in started)
+    assert any(line.get("app") == "traffic-fines" for line in lines)
 
 
 def test_durations_and_times() -> None:

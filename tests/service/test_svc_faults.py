@@ -104,7 +104,11 @@ def check_outcome(store: EventStore, effects_db: Path, speeding: set[str]) -> in
 
 
 def failures_logged(service: ServiceProcess) -> int:
-    return len(service.log_lines("resuming from its checkpoint"))
+    """How many store failures the service logged: a processor that resumes from its checkpoint,
+    or a commit retried in place (the engine keeps what was decided while the store is down)."""
+    return len(service.log_lines("resuming from its checkpoint")) + len(
+        service.log_lines("retrying the commit")
+    )
 
 
 def recover(service: ServiceProcess, done: Callable[[], bool], what: str) -> float:

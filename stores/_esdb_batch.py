@@ -1,0 +1,325 @@
+"""Atomic batches on KurrentDB 25.1+: :class:`TransactionalEsdbEventStore` and how to open one.
+
+KurrentDB's v2 ``AppendSession`` appends to several streams in one atomic write, each stream
+with its own expected revision. With ``kurrentdbclient`` (``multi_append_to_stream``) and a
+server whose ``ServerFeatures`` lists ``AppendSession``, :func:`open_esdb_store` returns a
+:class:`TransactionalEsdbEventStore`: the processors then commit a batch's instance appends and
+their checkpoint together, as on SQLite and PostgreSQL. Otherwise (EventStoreDB 24.10 or older,
+or ``esdbclient``, which has no v2 call) it returns a plain :class:`EsdbEventStore`, which is no
+:class:`~decider.stores.protocol.TransactionalStore`, so the processors append stream by stream
+and then save the checkpoint.
+
+How a batch maps onto one session:
+
+- a session takes each stream once: appends to a stream that occurs more than once are merged
+  into one request after reading that stream, deciding each append's idempotency as the
+  reference store does, and expecting the revision read (a concurrent writer is a conflict);
+- the checkpoint is one more request, to the checkpoint stream with ``ANY`` (the last save
+  wins, as in :meth:`EsdbEventStore.save_checkpoint`), placed last;
+- the client returns only the session's commit position, so each append's revision and
+  position are read back in one backwards ``$all`` read from that position (the session's
+  records are contiguous there), by event id.
+
+WARNING: v2 records carry metadata as string properties: a batch with an event whose metadata
+is not empty or a JSON object of strings (the codec's always is) is appended stream by stream,
+not atomically. Records written by a session read back through v1 with the properties as a JSON
+object plus ``$schema.name`` and ``$schema.format`` keys, as KurrentDB returns them.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from decider.stores._expectations import Stored, plan_append, validate_append
+from decider.stores.errors import WrongExpectedVersion
+from decider.stores.esdb import (
+    _STATES,
+    CHECKPOINT_STREAM_PREFIX,
+    CLIENT,
+    EsdbEventStore,
+    _to_new,
+    checkpoint_event,
+    map_error,
+)
+from decider.stores.names import CHECKPOINT
+from decider.stores.protocol import (
+    ANY,
+    NO_STREAM,
+    AppendResult,
+    ExpectedRevision,
+    NewEvent,
+    StreamAppend,
+)
+
+_APPEND_SESSION = ("kurrentdb.protocol.v2.streams.streamsservice", "appendsession")
+_FEATURES = "/event_store.client.server_features.ServerFeatures/GetSupportedMethods"
+_CHECKPOINT_IDS = uuid.UUID("6f0d8a53-3f0e-4d5c-9a57-8f1f6c2b7e21")
+_READ_BACK_SLACK = 16  # records a session may add besides ours (undeleting metadata)
+
+
+def open_esdb_store(uri: str, *, multi_stream_append: bool = True) -> EsdbEventStore:
+    """The store for ``uri``: transactional where client and server can append atomically to
+    several streams (``multi_stream_append=False`` never asks), plain otherwise."""
+    store = EsdbEventStore(uri)
+    if not multi_stream_append or not supports_append_session(store):
+        return store
+    store.close()
+    return TransactionalEsdbEventStore(uri)
+
+
+def supports_append_session(store: EsdbEventStore) -> bool:
+    """Whether the client has ``multi_append_to_stream`` and the server's ``ServerFeatures``
+    lists ``AppendSession``. Any failure of the probe (an older server answers
+    UNIMPLEMENTED) means no."""
+    if CLIENT.new_events is None:
+        return False
+    from decider.stores.esdb_testserver._proto import serverfeatures_pb2
+
+    client: Any = store._client
+    try:
+        channel = client._connection._grpc_channel
+        call = channel.unary_unary(
+            _FEATURES,
+            request_serializer=lambda _: b"",
+            response_deserializer=serverfeatures_pb2.SupportedMethods.FromString,
+        )
+        supported = call(
+            None,
+            timeout=5.0,
+            metadata=client._call_metadata,
+            credentials=client._call_credentials,
+        )
+    except Exception:
+        return False
+    return any((m.service_name, m.method_name) == _APPEND_SESSION for m in supported.methods)
+
+
+class TransactionalEsdbEventStore(EsdbEventStore):
+    """An :class:`EsdbEventStore` that is also a
+    :class:`~decider.stores.protocol.TransactionalStore`, through KurrentDB's ``AppendSession``.
+
+    Open it with :func:`open_esdb_store`, which checks that the server can.
+    """
+
+    def append_batch(
+        self,
+        appends: Sequence[StreamAppend],
+        checkpoint: tuple[str, int] | None = None,
+    ) -> list[AppendResult]:
+        """Apply every append and the checkpoint atomically: all of them, or none.
+
+        Raises :class:`~decider.stores.errors.WrongExpectedVersion` (naming the first stream
+        that failed its check) and writes nothing if any expected revision does not hold.
+        """
+        for item in appends:
+            validate_append(len(item.events), item.expected_revision)
+            self.name_rules.check_append(item.stream, item.events)
+        if checkpoint is not None:
+            self.name_rules.check(CHECKPOINT, checkpoint[0])
+        self._check_open()
+        if not all(_properties_only(e.metadata) for item in appends for e in item.events):
+            return self._one_by_one(appends, checkpoint)
+        requests: list[tuple[str, list[NewEvent], ExpectedRevision]] = []
+        known: dict[int, AppendResult | uuid.UUID] = {}  # per append: result, or its last id
+        streams = [item.stream for item in appends]
+        for stream in dict.fromkeys(streams):
+            indexes = [i for i, s in enumerate(streams) if s == stream]
+            if len(indexes) == 1:
+                item = appends[indexes[0]]
+                requests.append((stream, list(item.events), item.expected_revision))
+                known[indexes[0]] = item.events[-1].id
+            else:
+                merged = self._merge(stream, [appends[i] for i in indexes])
+                if merged[0]:
+                    requests.append((stream, merged[0], merged[1]))
+                known.update(zip(indexes, merged[2], strict=True))
+        if checkpoint is not None:
+            name, checkpoint_position = checkpoint
+            # the id follows from the batch: a batch sent again (its first try's answer was
+            # lost) is then wholly idempotent, not a mix of old appends and a new checkpoint,
+            # which KurrentDB would refuse as a conflict
+            batch_key = ",".join(str(e.id) for item in appends for e in item.events)
+            event = checkpoint_event(checkpoint_position)
+            event = NewEvent(
+                id=uuid.uuid5(_CHECKPOINT_IDS, f"{name}:{checkpoint_position}:{batch_key}"),
+                type=event.type,
+                data=event.data,
+            )
+            requests.append((CHECKPOINT_STREAM_PREFIX + name, [event], ANY))
+        try:
+            position = self._session(requests, appends) if requests else None
+        except WrongExpectedVersion:
+            # KurrentDB takes a session whose every stream is already written as idempotent,
+            # but a mix (a retried append beside a new checkpoint) as a conflict, where the
+            # reference store lets each append be idempotent on its own: drop the appends that
+            # are stored already (a real conflict is raised here) and send the rest once more.
+            requests = self._unwritten(requests, appends)
+            position = self._session(requests, appends) if requests else None
+        found = (
+            {} if position is None else self._read_back(position, sum(len(r[1]) for r in requests))
+        )
+        if checkpoint is not None:
+            self._limit_checkpoint_stream(checkpoint[0])
+        return [self._result(appends[i], known[i], found) for i in range(len(appends))]
+
+    def _session(
+        self,
+        requests: list[tuple[str, list[NewEvent], ExpectedRevision]],
+        appends: Sequence[StreamAppend],
+    ) -> int:
+        new_events: Any = CLIENT.new_events
+        parts = [
+            new_events(
+                stream_name=stream,
+                events=[_to_new(e) for e in events],
+                current_version=expected if isinstance(expected, int) else _STATES[expected],
+            )
+            for stream, events, expected in requests
+        ]
+        try:
+            return int(self._client.multi_append_to_stream(parts))
+        except CLIENT.base_error as exc:
+            error = map_error(exc)
+            if isinstance(error, WrongExpectedVersion):
+                expected = {a.stream: a.expected_revision for a in appends}
+                error = WrongExpectedVersion(
+                    error.stream, expected.get(error.stream, ANY), error.actual
+                )
+            raise error from exc
+
+    def _read_back(self, position: int, count: int) -> dict[uuid.UUID, tuple[int, int]]:
+        """Revision and position by event id of the records just before and at ``position``."""
+        try:
+            before = self._client.read_all(
+                commit_position=position,
+                backwards=True,
+                limit=count + _READ_BACK_SLACK,
+                filter_exclude=(),
+            )
+            found = {
+                e.id: (int(e.stream_position), int(e.commit_position))
+                for e in before
+                if e.commit_position is not None
+            }
+            # a backwards read from a position leaves that position out: read it forwards
+            for event in self._client.read_all(
+                commit_position=position, limit=1, filter_exclude=()
+            ):
+                found[event.id] = (int(event.stream_position), int(event.commit_position))
+        except CLIENT.base_error as exc:
+            raise map_error(exc) from exc
+        return found
+
+    def _result(
+        self,
+        item: StreamAppend,
+        known: AppendResult | uuid.UUID,
+        found: Mapping[uuid.UUID, tuple[int, int]],
+    ) -> AppendResult:
+        if isinstance(known, AppendResult):
+            return known
+        located = found.get(known)
+        if located is None:  # already stored before this batch: find it in its stream
+            try:
+                located = self._locate(item.stream, known)
+            except CLIENT.base_error as exc:
+                raise map_error(exc, item.stream) from exc
+        return AppendResult(next_expected_revision=located[0], position=located[1])
+
+    def _merge(
+        self, stream: str, items: list[StreamAppend]
+    ) -> tuple[list[NewEvent], ExpectedRevision, list[AppendResult | uuid.UUID]]:
+        """One request for several appends to ``stream``: the events to write, the revision
+        they expect (the stream's, as read), and per append its result or its last event id."""
+        view = _StreamView(self.read_stream(stream))
+        by_revision = view.by_revision
+        last = view.last
+        expected: ExpectedRevision = NO_STREAM if last is None else last
+        new: list[NewEvent] = []
+        outcomes: list[AppendResult | uuid.UUID] = []
+        for item in items:
+            ids = [e.id for e in item.events]
+            decided = view.plan(stream, item.expected_revision, ids, last)
+            if decided is None:
+                first = -1 if last is None else last
+                for offset, event in enumerate(item.events, start=1):
+                    by_revision[first + offset] = (event.id, first + offset, -1)
+                last = first + len(item.events)
+                new.extend(item.events)
+                outcomes.append(item.events[-1].id)
+            elif decided.position == -1:  # written earlier in this batch
+                outcomes.append(ids[-1])
+            else:
+                outcomes.append(decided)
+        return new, expected, outcomes
+
+    def _unwritten(
+        self,
+        requests: list[tuple[str, list[NewEvent], ExpectedRevision]],
+        appends: Sequence[StreamAppend],
+    ) -> list[tuple[str, list[NewEvent], ExpectedRevision]]:
+        """The requests whose events are not stored yet; raises the first real conflict."""
+        left: list[tuple[str, list[NewEvent], ExpectedRevision]] = []
+        for stream, events, expected in requests:
+            if stream.startswith(CHECKPOINT_STREAM_PREFIX) and expected is ANY:
+                left.append((stream, events, expected))
+                continue
+            view = _StreamView(self.read_stream(stream))
+            try:
+                decided = view.plan(stream, expected, [e.id for e in events], view.last)
+            except WrongExpectedVersion as conflict:
+                wanted = {a.stream: a.expected_revision for a in appends}
+                raise WrongExpectedVersion(
+                    stream, wanted.get(stream, expected), conflict.actual
+                ) from None
+            if decided is None:
+                left.append((stream, events, expected))
+        return left
+
+    def _one_by_one(
+        self, appends: Sequence[StreamAppend], checkpoint: tuple[str, int] | None
+    ) -> list[AppendResult]:
+        results = [self.append(a.stream, a.events, a.expected_revision) for a in appends]
+        if checkpoint is not None:
+            self.save_checkpoint(*checkpoint)
+        return results
+
+
+class _StreamView:
+    """A stream's stored events as :func:`plan_append` asks for them."""
+
+    def __init__(self, stored: Sequence[Any]) -> None:
+        self.by_revision: dict[int, Stored] = {
+            e.revision: (e.id, e.revision, e.position) for e in stored
+        }
+        self.last: int | None = stored[-1].revision if stored else None
+
+    def plan(
+        self, stream: str, expected: ExpectedRevision, ids: list[uuid.UUID], last: int | None
+    ) -> AppendResult | None:
+        """:func:`plan_append` against these events (``last`` may count this batch's)."""
+        return plan_append(
+            stream, expected, last, ids, read_range=self._read_range, find_ids=self._find_ids
+        )
+
+    def _read_range(self, first: int, count: int) -> list[Stored]:
+        return [self.by_revision[r] for r in range(first, first + count) if r in self.by_revision]
+
+    def _find_ids(self, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Stored]:
+        wanted = set(ids)
+        in_order = sorted(self.by_revision.values(), key=lambda s: s[1])
+        return {s[0]: s for s in in_order if s[0] in wanted}  # the latest copy of an id
+
+
+def _properties_only(metadata: bytes) -> bool:
+    """Whether v2 can carry ``metadata``: empty, or a JSON object whose values are strings."""
+    if not metadata:
+        return True
+    try:
+        parsed = json.loads(metadata)
+    except ValueError:
+        return False
+    return isinstance(parsed, dict) and all(isinstance(v, str) for v in parsed.values())
