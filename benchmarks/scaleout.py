@@ -14,7 +14,8 @@ fine is issued (the command processor's last effect), counted through a filtered
   over after the lease expires), against the target lease expiry + 1 s. The run must still end
   with every fine issued exactly once (0 lost, 0 duplicated).
 
-Run alone: ``python -m benchmarks --only scaleout`` (``--quick`` for small sizes).
+Run alone: ``python -m benchmarks --only scaleout`` (``--quick`` for small sizes), or at a size
+of your choice: ``python -m benchmarks.scaleout --n 10000 --processes 1,2,4,8``.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import pg
-from benchmarks.harness import Figure, Pending, Result, Target
+from benchmarks.harness import Figure, Pending, Result, Target, format_table
 from decider.processors.partitions import checkpoint_name, lease_name
 from decider.processors.streams import workflow_processor_name
 from decider.stores import CaughtUp, EventStore, Filter
@@ -349,11 +350,27 @@ def measure(
 
 
 def _main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.scaleout")
-    parser.add_argument("--uri", required=True, help="the store to publish to")
-    parser.add_argument("--n", type=int, required=True, help="how many reports")
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.scaleout",
+        description="Figure 7 at a size of your choice (or, with --uri, the publisher process).",
+    )
+    parser.add_argument("--uri", help="publish --n reports to this store and exit")
+    parser.add_argument("--n", type=int, default=2_000, help="workflows per run")
+    parser.add_argument("--failover-n", type=int, default=1_000, help="workflows, failover run")
+    parser.add_argument("--processes", default="1,2,4", help="process counts (first: baseline)")
+    parser.add_argument("--stores", default="sqlite,postgres", help=f"of {','.join(STORES)}")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per run")
     args = parser.parse_args(argv)
-    publish(args.uri, args.n)
+    if args.uri is not None:
+        publish(args.uri, args.n)
+        return 0
+    counts = tuple(int(c) for c in args.processes.split(","))
+    kinds = [k for k in args.stores.split(",") if k]
+    pg_uri = pg.uri() if "postgres" in kinds else None
+    results = measure(
+        dict.fromkeys(kinds, counts), args.n, args.failover_n, args.timeout, pg_uri, print
+    )
+    print(format_table(results))
     return 0
 
 
