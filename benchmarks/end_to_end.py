@@ -36,7 +36,12 @@ from benchmarks import pg
 from benchmarks.harness import Figure, Pending, Result, Target
 from decider.processors import Service
 from decider.stores import CaughtUp, EventStore, Filter
-from samples.traffic_fine.app import ISSUED_STREAM, REPORTS_STREAM, make_app
+from samples.traffic_fine.app import (
+    ISSUED_STREAM,
+    REPORTS_STREAM,
+    make_app,
+    make_state_stored_app,
+)
 from samples.traffic_fine.messages import PoliceReportPublished, SpeedingViolation
 from samples.traffic_fine.workflow import workflow
 
@@ -137,9 +142,11 @@ def run_once(
     uri: str | None,
     timeout: float,
     schema: str | None = None,
+    stored: str = "events",
 ) -> dict[str, Any]:
-    """One end-to-end run in this process; its figures as a JSON-ready dict."""
-    app = make_app()
+    """One end-to-end run in this process; its figures as a JSON-ready dict. ``stored``: the
+    workflow's variant (``"state"``: state-stored, :mod:`benchmarks.state_stored`)."""
+    app = make_state_stored_app() if stored == "state" else make_app()
     store = _open_store(kind, directory, uri, schema)
     try:
         publish_start = time.perf_counter()

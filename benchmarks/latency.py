@@ -120,6 +120,11 @@ def _inputs(app: App, store: Store, counter_id: str, count: int) -> list[Recorde
 
 
 def _processor(app: App, store: Store) -> WorkflowProcessor:
+    return _processor_for(app, store, COUNTER.name)
+
+
+def _processor_for(app: App, store: Store, workflow: str) -> WorkflowProcessor:
+    """A new workflow processor (an empty cache) of ``app``'s ``workflow`` on ``store``."""
     context = Context(
         app=app,
         store=store,
@@ -128,7 +133,7 @@ def _processor(app: App, store: Store) -> WorkflowProcessor:
         stop=Signal(),
         progress=lambda: None,
     )
-    return WorkflowProcessor(context, app.workflows[COUNTER.name])
+    return WorkflowProcessor(context, app.workflows[workflow])
 
 
 def _time_one(processor: WorkflowProcessor, item: RecordedEvent) -> float:

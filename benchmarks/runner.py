@@ -24,7 +24,17 @@ import attrs
 from benchmarks import pg
 from benchmarks.harness import Figure, Pending, Result
 
-ALL_FIGURES: tuple[str, ...] = ("core", "codec", "append", "latency", "e2e", "pool", "scaleout")
+ALL_FIGURES: tuple[str, ...] = (
+    "core",
+    "codec",
+    "append",
+    "latency",
+    "e2e",
+    "pool",
+    "snapshots",
+    "state",
+    "scaleout",
+)
 """The names of the benchmark groups, in the order they run."""
 
 _USE_POSTGRES = ("append", "e2e", "scaleout")
@@ -56,6 +66,12 @@ class Sizes:
     pool_instant: int = 0
     pool_per_worker: int = 10
     """Figure 6e: calls per worker."""
+    snapshot_lengths: tuple[int, ...] = (10, 2_000)
+    """Figure 7: the short and the long stream's lengths."""
+    snapshot_cold_starts: int = 3
+    state_n: int = 100
+    """Figure 8: workflows per run."""
+    state_repeats: int = 1
     scaleout_processes: tuple[int, ...] = (1, 2, 4)
     scaleout_n: int = 10_000
     scaleout_failover_n: int = 3_000
@@ -81,6 +97,10 @@ QUICK = Sizes(
     pool_hol=64,
     pool_crash=40,
     pool_instant=100,
+    snapshot_lengths=(10, 2_000),
+    snapshot_cold_starts=3,
+    state_n=100,
+    state_repeats=1,
     scaleout_processes=(1, 2),
     scaleout_n=200,
     scaleout_failover_n=300,
@@ -108,6 +128,10 @@ FULL = Sizes(
     pool_crash=300,
     pool_instant=1_000,
     pool_per_worker=50,
+    snapshot_lengths=(10, 10_000),
+    snapshot_cold_starts=15,
+    state_n=2_000,
+    state_repeats=3,
 )
 """The sizes the targets are stated for."""
 
@@ -277,7 +301,25 @@ def _run_group(
                 progress=say,
             )
 
-        return _pending_on_import_error("scaleout", "7. scale-out", scaleout)
+        return _pending_on_import_error("scaleout", "9. scale-out", scaleout)
+
+    if group == "snapshots":
+
+        def snapshots() -> list[Result]:
+            from benchmarks import snapshots
+
+            return snapshots.measure(sizes.snapshot_lengths, sizes.snapshot_cold_starts)
+
+        return _pending_on_import_error("snapshots", "7. cold load with snapshots", snapshots)
+
+    if group == "state":
+
+        def state() -> list[Result]:
+            from benchmarks import state_stored
+
+            return [state_stored.measure(sizes.state_n, sizes.state_repeats, sizes.e2e_timeout)]
+
+        return _pending_on_import_error("state", "8. state-stored vs event-sourced", state)
 
     def end_to_end() -> list[Result]:
         from benchmarks import end_to_end

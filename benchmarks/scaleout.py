@@ -1,4 +1,4 @@
-"""Figure 7: scale-out, several ``decider run --partitions auto`` processes on one store.
+"""Figure 9: scale-out, several ``decider run --partitions auto`` processes on one store.
 
 Each run starts k service processes of the traffic-fine sample (``samples.traffic_fine.app:app``)
 on a fresh store (an SQLite file, or a fresh PostgreSQL schema), waits until they have split
@@ -284,7 +284,7 @@ def measure(
     pg_uri: str | None,
     progress: Callable[[str], None] | None = None,
 ) -> list[Result]:
-    """Figure 7: workflows/s and efficiency per store and process count; failover time.
+    """Figure 9: workflows/s and efficiency per store and process count; failover time.
 
     ``sizes`` maps a store kind to the process counts to run (the first is the baseline).
     """
@@ -295,7 +295,7 @@ def measure(
         base: dict[str, Any] | None = None
         for count in counts:
             key = f"scaleout_{kind}_{count}"
-            title = f"7. {kind}: {count} process{'es' if count > 1 else ''}, N={n:,}"
+            title = f"9. {kind}: {count} process{'es' if count > 1 else ''}, N={n:,}"
             try:
                 run = run_once(kind, count, n, timeout, pg_uri)
             except RunFailed as exc:
@@ -322,7 +322,7 @@ def measure(
                 )
             )
         key = f"scaleout_{kind}_failover"
-        title = f"7. {kind}: failover, 3 processes, one SIGKILLed, N={failover_n:,}"
+        title = f"9. {kind}: failover, 3 processes, one SIGKILLed, N={failover_n:,}"
         try:
             run = run_once(kind, 3, failover_n, timeout, pg_uri, kill_one=True)
         except RunFailed as exc:
@@ -352,7 +352,7 @@ def measure(
 def _main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.scaleout",
-        description="Figure 7 at a size of your choice (or, with --uri, the publisher process).",
+        description="Figure 9 at a size of your choice (or, with --uri, the publisher process).",
     )
     parser.add_argument("--uri", help="publish --n reports to this store and exit")
     parser.add_argument("--n", type=int, default=2_000, help="workflows per run")

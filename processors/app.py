@@ -26,10 +26,20 @@ from typing import Any, TypeAlias
 import attrs
 from returns.result import Result
 
-from decider import Codec, Envelope, Metadata, UnknownMessageType, Workflow, event_id, new_id
+from decider import (
+    Codec,
+    Envelope,
+    Metadata,
+    UnknownMessageType,
+    Workflow,
+    WorkflowDefinitionError,
+    event_id,
+    new_id,
+)
 from decider.processors import streams
 from decider.processors.errors import AppDefinitionError
 from decider.processors.retry import HandlerFailure, RetryPolicy
+from decider.snapshots import state_type_of
 from decider.stores.protocol import ANY, EventStore, NewEvent
 
 Route: TypeAlias = Callable[[Any, Metadata], "str | None"]
@@ -75,6 +85,9 @@ class WorkflowRegistration:
     progress_within: timedelta | None = None
     """How long a running instance may go without a new event before it counts as stuck
     (``None``: never)."""
+    stored: str = "events"
+    """``"events"`` (event-sourced) or ``"state"`` (a state row and an outbox:
+    :mod:`decider.processors.state_stored`)."""
 
     @property
     def stream_prefix(self) -> str:
@@ -139,13 +152,24 @@ class App:
         inputs: Mapping[type[Any], Route] | Iterable[type[Any]],
         *,
         progress_within: timedelta | None = None,
+        stored: str = "events",
     ) -> Workflow[Any, Any, Any]:
         """Run ``workflow`` on ``inputs``: message classes, each with its route (or a plain list
         of classes, all routed :func:`by_correlation`).
 
         ``progress_within``: a running instance with no new event for longer than that is
-        stuck (``decider list --stuck``).
+        stuck (``decider list --stuck``). ``stored="state"``: keep each instance's state in a
+        row and its commands in an outbox instead of its events (SQLite and PostgreSQL; see
+        :mod:`decider.processors.state_stored`); the state's type must be known (``evolve``'s
+        return annotation or ``Workflow(state_type=...)``).
         """
+        if stored not in ("events", "state"):
+            raise AppDefinitionError(f"stored must be 'events' or 'state', got {stored!r}")
+        if stored == "state":
+            try:
+                state_type_of(workflow)
+            except WorkflowDefinitionError as exc:
+                raise AppDefinitionError(f"state-stored: {exc}") from exc
         if progress_within is not None and progress_within <= timedelta(0):
             raise AppDefinitionError(f"progress_within must be positive, got {progress_within}")
         if workflow.name in self.workflows:
@@ -170,7 +194,9 @@ class App:
             routes[name] = InputRoute(cls, name, route)
         if not routes:
             raise AppDefinitionError(f"workflow {workflow.name!r} needs at least one input type")
-        self.workflows[workflow.name] = WorkflowRegistration(workflow, routes, progress_within)
+        self.workflows[workflow.name] = WorkflowRegistration(
+            workflow, routes, progress_within, stored
+        )
         return workflow
 
     def handler(

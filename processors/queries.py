@@ -18,6 +18,7 @@ from decider.processors.app import App
 from decider.processors.errors import ConflictsExhausted, NotParked
 from decider.processors.messages import CommandParked, ParkedCommandRetried
 from decider.processors.reading import read_all, read_stream
+from decider.processors.state_stored import load_instance
 from decider.stores.errors import WrongExpectedVersion
 from decider.stores.protocol import EventStore, NewEvent, RecordedEvent
 
@@ -95,7 +96,10 @@ def show(store: EventStore, app: App, stream: str) -> InstanceView:
         )
         for record in read_stream(store, stream)
     ]
-    instance = advance(workflow, start(workflow), (entry.event for entry in history))
+    if registration.stored == "state":  # the stream is its outbox; the state is a row
+        instance = load_instance(store, app, registration, stream)
+    else:
+        instance = advance(workflow, start(workflow), (entry.event for entry in history))
     return InstanceView(stream, workflow.name, history, instance.state, instance.status)
 
 

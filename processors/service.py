@@ -30,6 +30,7 @@ from decider.processors.command_processor import CommandProcessor
 from decider.processors.errors import ProcessorDied
 from decider.processors.group import PartitionGroup
 from decider.processors.pool import HandlerLoad
+from decider.processors.state_stored import StateStoredProcessor
 from decider.processors.timer_processor import TimerProcessor
 from decider.processors.workflow_processor import WorkflowProcessor
 from decider.stores.protocol import CheckpointStore, EventStore
@@ -122,7 +123,9 @@ class Service:
                 group=self.group,
             )
             self.processors = [
-                WorkflowProcessor(context, registration, self.cache_size)
+                (StateStoredProcessor if registration.stored == "state" else WorkflowProcessor)(
+                    context, registration, self.cache_size
+                )
                 for registration in self.app.workflows.values()
             ]
             self.processors += [CommandProcessor(context), TimerProcessor(context)]

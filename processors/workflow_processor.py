@@ -36,6 +36,7 @@ from decider.processors.base import Context, Outcome, Processor, Skip
 from decider.processors.cache import CachedInstance, InstanceCache
 from decider.processors.failures import UserCodeFailed, call_user
 from decider.processors.messages import COMMAND_FAILED
+from decider.processors.snapshots import Snapshots
 from decider.stores.errors import CorruptEvent
 from decider.stores.protocol import NO_STREAM, NewEvent, RecordedEvent, StreamAppend
 
@@ -68,6 +69,7 @@ class WorkflowProcessor(Processor):
         self.name = streams.workflow_processor_name(context.app.name, self.workflow.name)
         self.filter = decoding.workflow_filter(registration.inputs)
         self.cache = InstanceCache(cache_size)
+        self.snapshots = Snapshots(self.workflow, context.app.codec, context.store, self.log)
         self.group_commits = 0
         self.handled = 0
 
@@ -118,6 +120,7 @@ class WorkflowProcessor(Processor):
     def _remember(self, work: dict[str, _Work], *, grouped: bool) -> None:
         self.group_commits += grouped
         for stream, w in work.items():
+            self.snapshots.committed(stream, w.base_revision + 1, w.instance, w.handled, w.added)
             if w.instance.status is Lifecycle.COMPLETED:
                 # Nothing more is decided for it: an input that still comes is recorded as
                 # Ignored after a read of its stream. The cache keeps the instances that work.
@@ -246,7 +249,11 @@ class WorkflowProcessor(Processor):
 
     def _refresh(self, stream: str) -> CachedInstance:
         """Bring ``stream``'s entry up to date by reading only the events after it."""
-        entry = self.cache.get(stream) or CachedInstance(start(self.workflow), set())
+        entry = (
+            self.cache.get(stream)
+            or self.snapshots.restore(stream)
+            or CachedInstance(start(self.workflow), set())
+        )
         records = self.context.store.read_stream(stream, entry.instance.version)
         if not records:
             return entry

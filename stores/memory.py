@@ -16,6 +16,7 @@ from typing import ClassVar
 import attrs
 
 from decider.stores._expectations import Stored, check_read_args, plan_append, validate_append
+from decider.stores._snapshots import replaces
 from decider.stores.errors import StoreError
 from decider.stores.leases import Lease, LeaseLost, check_ttl, claimed, holds
 from decider.stores.names import CHECKPOINT, DEFAULT, NameRules
@@ -26,6 +27,7 @@ from decider.stores.protocol import (
     Filter,
     NewEvent,
     RecordedEvent,
+    Snapshot,
     StreamAppend,
 )
 from decider.stores.subscription import CatchUpSubscription, LogNotifier
@@ -37,8 +39,8 @@ class MemoryEventStore:
     Implements :class:`~decider.stores.protocol.EventStore`,
     :class:`~decider.stores.protocol.CheckpointStore`,
     :class:`~decider.stores.protocol.TransactionalStore`
-    and :class:`~decider.stores.leases.LeaseStore` (leases of this process only). Appends are
-    atomic and serialised by one
+    :class:`~decider.stores.leases.LeaseStore` (leases of this process only) and
+    :class:`~decider.stores.protocol.SnapshotStore`. Appends are atomic and serialised by one
     lock; positions start at 1 and increase by one per event. Subscriptions wake on every
     append (no polling).
 
@@ -56,6 +58,7 @@ class MemoryEventStore:
         self._ids: dict[str, dict[uuid.UUID, RecordedEvent]] = {}
         self._checkpoints: dict[str, int] = {}
         self._leases: dict[str, Lease] = {}
+        self._snapshots: dict[str, Snapshot] = {}
         self._notifier = LogNotifier()
         self._closed = False
 
@@ -211,6 +214,22 @@ class MemoryEventStore:
         with self._lock:
             self._check_open()
             self._checkpoints[name] = position
+
+    def load_snapshot(self, stream: str) -> Snapshot | None:
+        """The stored snapshot of ``stream``, or ``None``."""
+        self.name_rules.check_stream(stream)
+        with self._lock:
+            self._check_open()
+            return self._snapshots.get(stream)
+
+    def save_snapshot(self, stream: str, snapshot: Snapshot) -> None:
+        """Keep ``snapshot`` unless the stored one is of its state version and later."""
+        self.name_rules.check_stream(stream)
+        with self._lock:
+            self._check_open()
+            stored = self._snapshots.get(stream)
+            if stored is None or replaces(snapshot, stored):
+                self._snapshots[stream] = snapshot
 
     def close(self) -> None:
         """Wake every subscription so it ends; later calls raise :class:`StoreError`."""

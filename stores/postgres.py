@@ -86,7 +86,9 @@ from decider.stores._expectations import check_read_args, validate_append
 from decider.stores._postgres_append import append_one, check_size, one_row, read_ahead
 from decider.stores._postgres_listen import NotifyListener
 from decider.stores._postgres_notify import CommitAnnouncer
+from decider.stores._postgres_snapshots import PostgresSnapshots
 from decider.stores._postgres_sql import INDEX_BITS, Statements, decode, read_all_sql
+from decider.stores._postgres_state import PostgresStates
 from decider.stores.errors import PermanentStoreError, StoreError, StoreUnavailable
 from decider.stores.leases import Lease, check_ttl
 from decider.stores.names import CHECKPOINT, POSTGRES, NameRules
@@ -97,6 +99,9 @@ from decider.stores.protocol import (
     Filter,
     NewEvent,
     RecordedEvent,
+    Snapshot,
+    StateWrite,
+    StoredState,
     StreamAppend,
 )
 from decider.stores.subscription import CatchUpSubscription, LogNotifier
@@ -172,6 +177,8 @@ class PostgresEventStore:
         """The ``synchronous_commit`` setting of this store's connections."""
         self._name = _describe(params, schema)
         self._sql = Statements.for_schema(schema)
+        self._snapshots = PostgresSnapshots(schema)
+        self._states = PostgresStates(schema)
         self._session = f"SET TIME ZONE 'UTC'; SET synchronous_commit TO {level}"
         self._connections = ThreadConnections(
             self._connect, lambda: StoreError(f"the PostgreSQL event store {self._name} is closed")
@@ -332,6 +339,53 @@ class PostgresEventStore:
         """Store the position of processor ``name`` durably, replacing any earlier one."""
         self.name_rules.check(CHECKPOINT, name)
         self._query(self._sql.save_checkpoint, (name, position), fetch=False)
+
+    def load_snapshot(self, stream: str) -> Snapshot | None:
+        """The stored snapshot of ``stream``, or ``None``."""
+        self.name_rules.check_stream(stream)
+        return self._snapshots.load(self._using, stream)
+
+    def save_snapshot(self, stream: str, snapshot: Snapshot) -> None:
+        """Keep ``snapshot`` unless the stored one is of its state version and later."""
+        self.name_rules.check_stream(stream)
+        self._snapshots.save(self._using, stream, snapshot)
+
+    def load_state(self, key: str) -> StoredState | None:
+        """The stored state of ``key``, or ``None``."""
+        return self._states.load(self._using, key)
+
+    def commit_states(
+        self,
+        writes: Sequence[StateWrite],
+        appends: Sequence[StreamAppend],
+        checkpoint: tuple[str, int] | None = None,
+    ) -> None:
+        """Write every state (version-checked), append and the checkpoint in one transaction."""
+        for item in appends:
+            validate_append(len(item.events), item.expected_revision)
+            self.name_rules.check_append(item.stream, item.events)
+        check_size(sum(len(item.events) for item in appends))
+        self._states.ensure(self._using)
+        now = datetime.now(UTC)
+
+        def body(connection: _Connection) -> Callable[[], list[AppendResult]]:
+            self._states.write(connection, writes)
+            # One read-ahead for the whole batch: it also numbers the events of the
+            # transaction, so two appends never draw the same position.
+            batch = read_ahead(self._sql, connection, appends)
+            results = [
+                append_one(
+                    self._sql, connection, a.stream, a.events, a.expected_revision, now, batch=batch
+                )
+                for a in appends
+            ]
+            if checkpoint is not None:
+                connection.execute(self._sql.save_checkpoint, checkpoint)
+            return lambda: [result() for result in results]
+
+        written = self._write(body)
+        if written:
+            self._wrote(max(result.position for result in written))
 
     def close(self) -> None:
         """Close every connection, stop the listening thread and end every subscription; safe

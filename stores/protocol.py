@@ -11,8 +11,8 @@ Numbering is EventStoreDB's everywhere:
 A stream that was never written reads as empty (``[]``): no store raises for a missing
 stream on read.
 
-Optional abilities are separate protocols (:class:`CheckpointStore`, :class:`TransactionalStore`),
-never methods that raise ``NotImplementedError``.
+Optional abilities are separate protocols (:class:`CheckpointStore`, :class:`TransactionalStore`,
+:class:`SnapshotStore`, :class:`StateStore`), never methods that raise ``NotImplementedError``.
 """
 
 from __future__ import annotations
@@ -252,5 +252,76 @@ class TransactionalStore(Protocol):
         also a :class:`~decider.stores.leases.LeaseStore`), the same transaction checks that
         the partition still has the lease's owner and epoch, and otherwise raises
         :class:`~decider.stores.leases.LeaseLost` and writes nothing (fencing).
+        """
+        ...
+
+
+@attrs.frozen
+class Snapshot:
+    """A stream's fold cached as bytes: ``data`` reflects the stream up to ``revision``
+    (its last event folded in), in the shape ``state_version`` names."""
+
+    revision: int
+    state_version: str
+    data: bytes
+
+
+@runtime_checkable
+class SnapshotStore(Protocol):
+    """A store that keeps the latest snapshot of each stream beside it.
+
+    A snapshot is a cache: losing one costs a longer fold, never correctness. It is written
+    outside the transaction of the events it reflects, after they are committed.
+    """
+
+    def load_snapshot(self, stream: str) -> Snapshot | None:
+        """The stored snapshot of ``stream``, or ``None``."""
+        ...
+
+    def save_snapshot(self, stream: str, snapshot: Snapshot) -> None:
+        """Keep ``snapshot`` as ``stream``'s, unless the stored one is of the same
+        ``state_version`` and a later revision (a slow writer never moves it back)."""
+        ...
+
+
+@attrs.frozen
+class StoredState:
+    """A state-stored instance's row: its ``version`` (0: none yet) and its encoded ``data``."""
+
+    version: int
+    data: bytes
+
+
+@attrs.frozen
+class StateWrite:
+    """A new state for ``key``, written only if its stored version is ``expected_version``
+    (0: no row yet); the row's version becomes ``version``."""
+
+    key: str
+    expected_version: int
+    version: int
+    data: bytes
+
+
+@runtime_checkable
+class StateStore(Protocol):
+    """A store that keeps rows of state beside its streams, written with its appends in one
+    transaction (the state-stored workflow variant: the new state and the outbox together)."""
+
+    def load_state(self, key: str) -> StoredState | None:
+        """The stored state of ``key``, or ``None``."""
+        ...
+
+    def commit_states(
+        self,
+        states: Sequence[StateWrite],
+        appends: Sequence[StreamAppend],
+        checkpoint: tuple[str, int] | None = None,
+    ) -> None:
+        """Write every state, every append and the checkpoint atomically: all, or none.
+
+        Raises :class:`~decider.stores.errors.WrongExpectedVersion` (naming the key) and writes
+        nothing if a state's stored version is not its ``expected_version``, or if an append's
+        expected revision does not hold.
         """
         ...

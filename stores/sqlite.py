@@ -40,7 +40,9 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar, TypeVar
 
 from decider.stores import _sqlite_leases as leases
+from decider.stores import _sqlite_snapshots as snapshots
 from decider.stores import _sqlite_sql as sql
+from decider.stores import _sqlite_state as states
 from decider.stores._connections import ThreadConnections
 from decider.stores._expectations import Stored, check_read_args, plan_append, validate_append
 from decider.stores.errors import PermanentStoreError, StoreError, StoreUnavailable
@@ -54,6 +56,9 @@ from decider.stores.protocol import (
     Filter,
     NewEvent,
     RecordedEvent,
+    Snapshot,
+    StateWrite,
+    StoredState,
     StreamAppend,
 )
 from decider.stores.subscription import CatchUpSubscription, LogNotifier
@@ -71,11 +76,11 @@ class SqliteEventStore:
     Implements :class:`~decider.stores.protocol.EventStore`,
     :class:`~decider.stores.protocol.CheckpointStore`,
     :class:`~decider.stores.protocol.TransactionalStore`
-    and :class:`~decider.stores.leases.LeaseStore` (a lease table). Appends are atomic and
-    serialised by SQLite's write lock; positions strictly increase in commit order;
-    ``synchronous`` sets the durability of a commit (see the module docstring). Each thread
-    uses its own connection. ``":memory:"`` holds the log in this process only, behind one
-    shared connection.
+    :class:`~decider.stores.leases.LeaseStore` (a lease table) and
+    :class:`~decider.stores.protocol.SnapshotStore`. Appends are atomic and serialised by
+    SQLite's write lock; positions strictly increase in commit order; ``synchronous`` sets the
+    durability of a commit (see the module docstring). Each thread uses its own connection.
+    ``":memory:"`` holds the log in this process only, behind one shared connection.
     """
 
     name_rules: ClassVar[NameRules] = DEFAULT
@@ -118,6 +123,8 @@ class SqliteEventStore:
             if not self._in_memory:
                 connection.execute("PRAGMA journal_mode=WAL")
             connection.executescript(sql.SCHEMA)
+            connection.executescript(snapshots.SCHEMA)
+            connection.executescript(states.SCHEMA)
         except sqlite3.Error as exc:
             self.close()
             raise _store_error(self._path, exc) from exc
@@ -247,6 +254,43 @@ class SqliteEventStore:
         """Store the position of processor ``name`` durably, replacing any earlier one."""
         self.name_rules.check(CHECKPOINT, name)
         self._query(sql.SAVE_CHECKPOINT, (name, position))
+
+    def load_snapshot(self, stream: str) -> Snapshot | None:
+        """The stored snapshot of ``stream``, or ``None``."""
+        self.name_rules.check_stream(stream)
+        rows = self._query(snapshots.LOAD, (stream,))
+        return Snapshot(int(rows[0][0]), str(rows[0][1]), bytes(rows[0][2])) if rows else None
+
+    def save_snapshot(self, stream: str, snapshot: Snapshot) -> None:
+        """Keep ``snapshot`` unless the stored one is of its state version and later."""
+        self.name_rules.check_stream(stream)
+        row = (stream, snapshot.revision, snapshot.state_version, snapshot.data)
+        self._query(snapshots.SAVE, row)
+
+    def load_state(self, key: str) -> StoredState | None:
+        """The stored state of ``key``, or ``None``."""
+        return states.load(self._query(states.LOAD, (key,)))
+
+    def commit_states(
+        self,
+        writes: Sequence[StateWrite],
+        appends: Sequence[StreamAppend],
+        checkpoint: tuple[str, int] | None = None,
+    ) -> None:
+        """Write every state (version-checked), append and the checkpoint in one transaction."""
+        for item in appends:
+            validate_append(len(item.events), item.expected_revision)
+            self.name_rules.check_append(item.stream, item.events)
+        now = _now()
+
+        def body(connection: sqlite3.Connection) -> None:
+            states.write(connection, writes)
+            for a in appends:
+                _append(connection, a.stream, a.events, a.expected_revision, now)
+            if checkpoint is not None:
+                connection.execute(sql.SAVE_CHECKPOINT, checkpoint)
+
+        self._write(body)
 
     def close(self) -> None:
         """Close every connection and end every subscription; safe to call twice."""

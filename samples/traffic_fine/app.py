@@ -80,5 +80,26 @@ def make_app(name: str = "traffic-fines", retry: RetryPolicy | None = None) -> A
     return app
 
 
+def make_state_stored_app(name: str = "traffic-fines-state") -> App:
+    """The same App with the workflow state-stored: each instance's state in a row and its
+    commands in an outbox, written in one transaction (SQLite or PostgreSQL)."""
+    app = App(name)
+    app.workflow(
+        workflow,
+        inputs={
+            PoliceReportPublished: _report_id,
+            TrafficFineSystemNumberGenerated: by_correlation,
+            TrafficFineManualIdentificationCodeGenerated: by_correlation,
+        },
+        stored="state",
+    )
+    app.add_handler(GenerateTrafficFineSystemNumber, generate_system_number)
+    app.add_handler(
+        GenerateTrafficFineManualIdentificationCode, generate_manual_identification_code
+    )
+    app.route(IssueTrafficFine, stream=ISSUED_STREAM)
+    return app
+
+
 app = make_app()
 """The traffic-fine App, as ``decider run samples.traffic_fine.app:app`` runs it."""

@@ -118,6 +118,12 @@ def test_three_processes_with_repeated_sigkills_and_restarts(setup: Setup) -> No
 @pytest.mark.slow
 def test_a_paused_process_is_fenced_then_rejoins_and_partitions_rebalance(setup: Setup) -> None:
     store, uri, effects_db, processes = setup
+    if uri.startswith("sqlite"):
+        # A process stopped while it holds SQLite's write lock (any commit, renewal or
+        # heartbeat) stalls every writer on the file until it continues: no takeover can
+        # happen then (docs/scaling.md). Fencing on SQLite is shown in one process
+        # (tests/processors/test_proc_partitions.py).
+        pytest.skip("SIGSTOP may freeze SQLite's write lock: the takeover waits for SIGCONT")
     made = reports(WORKFLOWS, seed=13)
     speeding = {r.police_report_id for r in made if isinstance(r.offense, SpeedingViolation)}
     env = service_env(effects_db, 0.001)
