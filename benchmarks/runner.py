@@ -33,10 +33,11 @@ ALL_FIGURES: tuple[str, ...] = (
     "pool",
     "snapshots",
     "state",
+    "scaleout",
 )
 """The names of the benchmark groups, in the order they run."""
 
-_USE_POSTGRES = ("append", "e2e")
+_USE_POSTGRES = ("append", "e2e", "scaleout")
 
 
 @attrs.frozen
@@ -71,6 +72,9 @@ class Sizes:
     state_n: int = 100
     """Figure 8: workflows per run."""
     state_repeats: int = 1
+    scaleout_processes: tuple[int, ...] = (1, 2, 4)
+    scaleout_n: int = 10_000
+    scaleout_failover_n: int = 3_000
 
 
 QUICK = Sizes(
@@ -97,6 +101,9 @@ QUICK = Sizes(
     snapshot_cold_starts=3,
     state_n=100,
     state_repeats=1,
+    scaleout_processes=(1, 2),
+    scaleout_n=200,
+    scaleout_failover_n=300,
 )
 """The smoke-test sizes: every path runs, in seconds."""
 
@@ -279,6 +286,22 @@ def _run_group(
             )
 
         return _pending_on_import_error("pool", "6. command pool", pool)
+    if group == "scaleout":
+
+        def scaleout() -> list[Result]:
+            from benchmarks import scaleout
+
+            stores = ("sqlite", "postgres") if pg_uri is not None else ("sqlite",)
+            return scaleout.measure(
+                dict.fromkeys(stores, sizes.scaleout_processes),
+                sizes.scaleout_n,
+                sizes.scaleout_failover_n,
+                sizes.e2e_timeout * 3,
+                pg_uri,
+                progress=say,
+            )
+
+        return _pending_on_import_error("scaleout", "9. scale-out", scaleout)
 
     if group == "snapshots":
 

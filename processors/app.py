@@ -131,8 +131,14 @@ class App:
         codec: Codec | None = None,
         retry: RetryPolicy | None = None,
         pool_size: int = DEFAULT_POOL_SIZE,
+        partitions: int = 16,
     ) -> None:
         self.name = streams.check_app_name(name)
+        if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
+            raise AppDefinitionError(f"partitions must be a positive int, got {partitions!r}")
+        self.partitions = partitions
+        """How many partitions the workflow work splits into when several processes share it
+        (``decider run --partitions auto``; see docs/scaling.md). Fixed per app."""
         self.codec = codec or Codec()
         self.default_retry = retry or RetryPolicy()
         self.pool_size = _check_count(pool_size, "pool_size")

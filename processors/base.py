@@ -13,7 +13,13 @@ engine (this module) owns everything after that:
 - the skip records: an input that cannot be handled goes to ``decider-skipped-<processor>``
   with the reason, and the processor moves on;
 - the classification of failures (:mod:`decider.processors.failures`): skip, retry with
-  back-off, or resume from the checkpoint; never the end of the thread.
+  back-off, or resume from the checkpoint; never the end of the thread;
+- in a group of processes (:class:`~decider.processors.group.PartitionGroup`): a partitioned
+  processor handles only the inputs of the partitions this process holds, each partition with
+  its own checkpoint, and commits each partition's work under its lease (fencing); any other
+  processor runs only in the member that holds its singleton lease, and commits under it.
+  A commit that finds its lease lost writes nothing; the processor drops the lease and resumes
+  from the checkpoints of what it still holds.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import logging
 import random
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -35,6 +41,8 @@ from decider.processors.clock import Clock, Signal
 from decider.processors.errors import ConflictsExhausted
 from decider.processors.failures import PERMANENT, ErrorLog, Failure, classify
 from decider.processors.messages import InputSkipped
+from decider.processors.sharing import LeaseNotHeld, Share
+from decider.stores import LeaseLost
 from decider.stores.errors import StoreUnavailable, WrongExpectedVersion
 from decider.stores.protocol import (
     ANY,
@@ -49,6 +57,9 @@ from decider.stores.protocol import (
     Subscription,
     TransactionalStore,
 )
+
+if TYPE_CHECKING:
+    from decider.processors.group import PartitionGroup
 
 MAX_CONFLICT_RETRIES = 5
 """How many times one unit of work is redone after revision conflicts before giving up."""
@@ -96,6 +107,8 @@ class Context:
     batch_size: int = 500
     logger: logging.Logger | None = None
     """One logger for every processor (``Service(logger=...)``); ``None``: each module's own."""
+    group: PartitionGroup | None = None
+    """The group this process shares the app's work with (``None``: it does all the work)."""
 
 
 class Processor(abc.ABC):
@@ -110,6 +123,9 @@ class Processor(abc.ABC):
 
     name: str
     filter: Filter
+    partitioned = False
+    """Whether, in a group, the work splits by partition (:meth:`partition_key`); if not, one
+    member runs the processor (its singleton lease is named after the name's last part)."""
 
     def __init__(self, context: Context) -> None:
         self.context = context
@@ -122,6 +138,8 @@ class Processor(abc.ABC):
         self._lock = threading.Lock()
         self._transactional = isinstance(context.store, TransactionalStore)
         self._random = random.Random()
+        self.share = Share(self)
+        """This processor's share of its group's work (all of it without a group)."""
 
     @property
     def log(self) -> logs.ContextAdapter:
@@ -149,6 +167,8 @@ class Processor(abc.ABC):
             try:
                 self.consume()
                 backoff = 0.1
+            except (LeaseLost, LeaseNotHeld) as exc:
+                self.share.lease_gone(exc)
             except BaseException as exc:
                 failure = classify(exc, handling_input=False)
                 if failure is Failure.INTERRUPT:
@@ -186,13 +206,16 @@ class Processor(abc.ABC):
         self.context.stop.wait(backoff)
 
     def consume(self) -> None:
-        """One subscription's life: from the checkpoint until stopped."""
-        self.committed = self.context.checkpoints.load_checkpoint(self.name)
+        """One subscription's life: from the checkpoint until stopped (in a group: until what
+        this process holds changes)."""
+        if self.context.group is not None and not self.share.await_leases():
+            return
+        self.committed = self.share.start_position()
         subscription = self.context.store.subscribe(self.committed, self.filter)
         with self._lock:
             self._subscription = subscription
         # A stop() that came before the subscription existed found nothing to end.
-        if self.context.stop.is_set() or self.halted():
+        if self.context.stop.is_set() or self.halted() or self.share.moved():
             subscription.stop()
         self.engine_log.info(
             "%s starting after position %s",
@@ -229,6 +252,32 @@ class Processor(abc.ABC):
         with self._lock:
             if self._subscription is not None:
                 self._subscription.stop()
+
+    # -- in a group ---------------------------------------------------------------------------
+
+    def partition_key(self, event: RecordedEvent) -> str:
+        """The stream whose partition ``event`` belongs to (by default its own stream)."""
+        return event.stream
+
+    def on_leases_changed(self) -> None:  # noqa: B027 (a hook: most policies keep no state)
+        """In a group, before resubscribing after what this process holds changed: forget what
+        was learnt of partitions that may have moved (caches)."""
+
+    def holds_work(self) -> bool:
+        """Whether this process has work of this processor to do: always, unless in a group
+        where it holds none of the processor's partitions (or not its singleton lease)."""
+        return self.share.holds_work()
+
+    def commit_share(self, events: Sequence[RecordedEvent], position: int) -> None:
+        """Handle ``events`` of one partition (``[]``: none) and commit what they lead to with
+        the partition's checkpoint at ``position`` (the share in hand gives name and lease)."""
+        if not events:
+            self.commit(Outcome(position=position))
+            return
+        outcome = self.handle(events)
+        if outcome.position is not None:
+            outcome.position = position
+        self.commit_outcome(outcome, events)
 
     def halted(self) -> bool:
         """Whether this subscription's life must end now, although the service goes on."""
@@ -323,8 +372,12 @@ class Processor(abc.ABC):
         """Handle ``batch`` and commit what it leads to with the checkpoint past it.
 
         If the commit fails a revision check (another writer) or the store rejects it for good,
-        the batch is redone unit by unit (:meth:`redo_units`), each in the conflict loop.
+        the batch is redone unit by unit (:meth:`redo_units`), each in the conflict loop. In a
+        group, a partitioned processor handles only the inputs of the partitions held.
         """
+        if self.share.owned is not None:
+            self.share.process(batch, self.share.owned)
+            return
         self.commit_outcome(self.handle(batch), batch)
 
     def commit_outcome(self, outcome: Outcome, batch: Sequence[RecordedEvent]) -> None:
@@ -419,10 +472,19 @@ class Processor(abc.ABC):
     def _write(self, outcome: Outcome) -> None:
         store = self.context.store
         appends, position = outcome.appends, outcome.position
-        if appends and self._transactional:
+        try:
+            name, lease = self.share.commit_fence()
+        except LeaseNotHeld:
+            if appends:
+                raise
+            return  # a checkpoint only: the member that holds the lease keeps it
+        if (appends or lease is not None) and self._transactional:
             assert isinstance(store, TransactionalStore)
-            checkpoint = None if position is None else (self.name, position)
-            store.append_batch(appends, checkpoint)
+            checkpoint = None if position is None else (name, position)
+            if lease is None:
+                store.append_batch(appends, checkpoint)
+            else:
+                store.append_batch(appends, checkpoint, lease=lease)
         else:
             for item in appends:
                 store.append(item.stream, item.events, item.expected_revision)

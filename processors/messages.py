@@ -5,7 +5,9 @@
 - ``decider.CommandParked`` / ``decider.ParkedCommandRetried``: the parked-command ledger,
   stream ``decider-parked-<app name>``;
 - ``decider.InputSkipped``: a poison input a processor skipped, stream
-  ``decider-skipped-<processor name>``.
+  ``decider-skipped-<processor name>``;
+- ``decider.PartitionCount`` / ``decider.PartitionClaimed``: a partitioned app's count and
+  lease history (:mod:`decider.processors.partitions`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ __all__ = [
     "CommandParked",
     "InputSkipped",
     "ParkedCommandRetried",
+    "PartitionClaimed",
+    "PartitionCount",
 ]
 
 
@@ -75,3 +79,21 @@ PARKED = REGISTRY.name_of(CommandParked)
 
 RETRIED = REGISTRY.name_of(ParkedCommandRetried)
 """The stored type name of :class:`ParkedCommandRetried`."""
+
+
+@message("decider.PartitionCount")
+@attrs.frozen(kw_only=True)
+class PartitionCount:
+    """The partition count an app's processes run with (stream ``decider-partitions-<app>``)."""
+
+    partitions: int
+
+
+@message("decider.PartitionClaimed")
+@attrs.frozen(kw_only=True)
+class PartitionClaimed:
+    """A process took a partition's lease under a new epoch (stream ``decider-leases-<app>``)."""
+
+    partition: str
+    owner: str
+    epoch: int

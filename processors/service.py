@@ -29,6 +29,7 @@ from decider.processors.base import Context, Processor
 from decider.processors.clock import Clock, Signal, SystemClock
 from decider.processors.command_processor import CommandProcessor
 from decider.processors.errors import ProcessorDied
+from decider.processors.group import PartitionGroup
 from decider.processors.pool import HandlerLoad
 from decider.processors.state_stored import StateStoredProcessor
 from decider.processors.timer_processor import TimerProcessor
@@ -64,6 +65,7 @@ class Service:
         batch_size: int = 500,
         cache_size: int = 20_000,
         logger: logging.Logger | None = None,
+        group: PartitionGroup | None = None,
     ) -> None:
         if not isinstance(store, CheckpointStore):
             raise TypeError(
@@ -82,6 +84,11 @@ class Service:
         self.logger = logger or logging.getLogger(__name__)
         """The service's own logger (``decider.processors.service``, or the one given)."""
         self._given_logger = logger
+        self.group = group
+        """The group this service shares the app's work with (``None``: it does all of it);
+        started and stopped (its leases released) with the service."""
+        if group is not None:
+            group.on_change(self._leases_changed)
         self.processors: list[Processor] = []
         self._threads: list[threading.Thread] = []
         self._stop = Signal()
@@ -114,6 +121,7 @@ class Service:
                 progress=self._on_progress,
                 batch_size=self.batch_size,
                 logger=self._given_logger,
+                group=self.group,
             )
             self.processors = [
                 (StateStoredProcessor if registration.stored == "state" else WorkflowProcessor)(
@@ -122,6 +130,8 @@ class Service:
                 for registration in self.app.workflows.values()
             ]
             self.processors += [CommandProcessor(context), TimerProcessor(context)]
+            if self.group is not None:
+                self.group.start()
             self._threads = [
                 threading.Thread(target=self._run, args=(p,), name=f"decider:{p.name}", daemon=True)
                 for p in self.processors
@@ -155,6 +165,8 @@ class Service:
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
         alive = [t.name for t in self._threads if t.is_alive()]
+        if self.group is not None and not alive:
+            self.group.stop()
         self._on_progress()
         if alive:
             raise TimeoutError(f"still running after {timeout}s: {', '.join(alive)}")
@@ -260,6 +272,8 @@ class Service:
             seen = self._version
             views = [(p, p.idle_position()) for p in self.processors]
         for processor, position in views:
+            if not processor.holds_work():
+                continue  # another process of the group does this work
             if processor.has_due_work():
                 return False
             if self.store.read_all(position, 1, processor.filter):
@@ -298,6 +312,14 @@ class Service:
         self._stop.set()
         for other in self.processors:
             other.stop()
+        self._on_progress()
+
+    def _leases_changed(self) -> None:
+        """What this process holds changed: each processor whose share changed resubscribes
+        (from the checkpoints of what it holds now)."""
+        for processor in self.processors:
+            if processor.share.moved():
+                processor.stop()
         self._on_progress()
 
     def _on_progress(self) -> None:

@@ -13,10 +13,13 @@ finds what the first wrote)::
     decider-skipped-<processor>              the inputs a processor skipped
     decider-cancel-<instance stream>         an operator's cancel request for an instance
     inputs-<app>                             where ``decider publish`` appends by default
+    decider-partitions-<app>                 the app's partition count (partitioned runs)
+    decider-leases-<app>                     the history of partition claims (partitioned runs)
 
 and the processors' (checkpoint) names ``<app>.workflow.<Workflow>``, ``<app>.commands``,
 ``<app>.timers``, beside which a running service writes its heartbeat under
-``<app>.service-heartbeat``.
+``<app>.service-heartbeat``; in a partitioned run, a workflow processor's checkpoint per
+partition is ``<processor>.p<partition>``.
 
 :data:`SEPARATOR` (``-``) follows a workflow or handler name, which therefore cannot contain
 it: the workflow of an instance stream is the part before the first ``-``, so ``Order`` and
@@ -282,3 +285,18 @@ def short_processor_name(app: str, processor: str) -> str:
 def heartbeat_name(app: str) -> str:
     """The checkpoint name under which a running service of ``app`` writes its heartbeat."""
     return f"{app}.service-heartbeat"
+
+
+def partition_checkpoint_name(processor: str, partition: int) -> str:
+    """The checkpoint name of ``processor`` for one partition (a partitioned run)."""
+    return f"{processor}.p{partition}"
+
+
+def partition_count_stream(app: str) -> str:
+    """The stream that records an app's partition count (a partitioned run)."""
+    return f"{_SYSTEM}partitions{SEPARATOR}{app}"
+
+
+def lease_history_stream(app: str) -> str:
+    """The stream of an app's partition claims, one per new lease epoch (a partitioned run)."""
+    return f"{_SYSTEM}leases{SEPARATOR}{app}"

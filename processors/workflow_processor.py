@@ -74,6 +74,8 @@ class _Work:
 class WorkflowProcessor(Processor):
     """Runs one workflow of an app: routes, folds, decides and appends, in batches."""
 
+    partitioned = True
+
     def __init__(
         self, context: Context, registration: WorkflowRegistration, cache_size: int = 20_000
     ) -> None:
@@ -88,6 +90,24 @@ class WorkflowProcessor(Processor):
         self.snapshots = Snapshots(self.workflow, context.app.codec, context.store, self.log)
         self.group_commits = 0
         self.handled = 0
+
+    # -- in a group -----------------------------------------------------------------------
+
+    def partition_key(self, event: RecordedEvent) -> str:
+        """The instance stream ``event`` is routed to (routing is pure): its partition's key.
+        An input that cannot be routed belongs to its own stream's partition (and is skipped
+        there)."""
+        try:
+            message = decoding.decode_message(self.context.app.codec, event)
+            metadata = decoding.input_metadata(self.context.app.codec, event)
+            instance_id = self.registration.inputs[event.type].route(message, metadata)
+            return streams.instance_stream(self.workflow.name, instance_id)  # type: ignore[arg-type]
+        except Exception:  # the policy records why, in the partition that gets it
+            return event.stream
+
+    def on_leases_changed(self) -> None:
+        """Forget every cached instance: a partition held before may have moved on elsewhere."""
+        self.cache = InstanceCache(self.cache.size)
 
     # -- the policy ---------------------------------------------------------------------------
 

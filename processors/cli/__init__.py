@@ -57,6 +57,12 @@ from decider.processors.cli.views import instance_lines, parked_lines, status_li
 from decider.processors.console.cli import add_commands as add_console_commands
 from decider.processors.errors import NotParked, ProcessorDied
 from decider.processors.handler_status import handler_lines, handler_status
+from decider.processors.partition_status import (
+    join_group,
+    partition_document,
+    partition_lines,
+    partition_rows,
+)
 from decider.processors.queries import list_parked, retry_parked, show, status
 from decider.processors.replay_check import replay_stored
 from decider.processors.service import Service
@@ -133,41 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
     store_help = f"event store URI, e.g. sqlite:///events.db (default: ${STORE_ENV})"
     app_help = f"the App as module:attribute (default: ${APP_ENV})"
 
-    run = commands.add_parser("run", help="run an app's processors until SIGINT/SIGTERM")
-    run.add_argument("app", help="the App as module:attribute, e.g. samples.traffic_fine:app")
-    run.add_argument("--store", help=store_help)
-    run.add_argument(
-        "--log-level",
-        default=os.environ.get(LOG_LEVEL_ENV, "INFO"),
-        help=f"DEBUG, INFO, WARNING or ERROR (default: ${LOG_LEVEL_ENV} or INFO)",
-    )
-    run.add_argument(
-        "--log-format", choices=logs.FORMATS, default="text", help="log lines as text or JSON"
-    )
-    run.add_argument(
-        "--log-config",
-        type=Path,
-        metavar="FILE",
-        help="a logging.config.dictConfig document (.json or .toml); overrides the two above",
-    )
-    run.add_argument(
-        "--progress-interval",
-        type=float,
-        default=10.0,
-        metavar="SECONDS",
-        help="log a progress line this often while it changes; 0: never (default: 10)",
-    )
-    run.add_argument("--batch-size", type=int, default=500, help="inputs per transaction")
-    run.add_argument(
-        "--metrics-port",
-        type=int,
-        metavar="N",
-        help="serve metrics for Prometheus on this port, 0: any free one (the 'metrics' extra)",
-    )
-    run.add_argument(
-        "--metrics-host", default="127.0.0.1", help="the address to serve metrics on (loopback)"
-    )
-    run.set_defaults(command=_run)
+    _add_run(commands, store_help)
 
     show_cmd = commands.add_parser("show", help="an instance's history and folded state")
     show_cmd.add_argument("stream", help="the instance stream, <WorkflowName>-<instance id>")
@@ -214,6 +186,61 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_run(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], store_help: str
+) -> None:
+    """The ``run`` subcommand and its options."""
+    run = commands.add_parser("run", help="run an app's processors until SIGINT/SIGTERM")
+    run.add_argument("app", help="the App as module:attribute, e.g. samples.traffic_fine:app")
+    run.add_argument("--store", help=store_help)
+    run.add_argument(
+        "--log-level",
+        default=os.environ.get(LOG_LEVEL_ENV, "INFO"),
+        help=f"DEBUG, INFO, WARNING or ERROR (default: ${LOG_LEVEL_ENV} or INFO)",
+    )
+    run.add_argument(
+        "--log-format", choices=logs.FORMATS, default="text", help="log lines as text or JSON"
+    )
+    run.add_argument(
+        "--log-config",
+        type=Path,
+        metavar="FILE",
+        help="a logging.config.dictConfig document (.json or .toml); overrides the two above",
+    )
+    run.add_argument(
+        "--progress-interval",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="log a progress line this often while it changes; 0: never (default: 10)",
+    )
+    run.add_argument("--batch-size", type=int, default=500, help="inputs per transaction")
+    run.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="N",
+        help="serve metrics for Prometheus on this port, 0: any free one (the 'metrics' extra)",
+    )
+    run.add_argument(
+        "--metrics-host", default="127.0.0.1", help="the address to serve metrics on (loopback)"
+    )
+    run.add_argument(
+        "--partitions",
+        choices=("all", "auto"),
+        default="all",
+        help="all: this process does all the work (default); auto: share it with the app's "
+        "other processes through leases in the store (see docs/scaling.md)",
+    )
+    run.add_argument(
+        "--lease-ttl",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="with --partitions auto: how long a lease lasts unrenewed (default: 10)",
+    )
+    run.set_defaults(command=_run)
+
+
 def _run(args: argparse.Namespace) -> int:
     try:
         level = logs.parse_level(str(args.log_level))
@@ -229,7 +256,8 @@ def _run(args: argparse.Namespace) -> int:
         store = open_uri(uri)
         try:
             try:
-                service = Service(app, store, batch_size=args.batch_size)
+                group = join_group(store, app, args.partitions, args.lease_ttl)
+                service = Service(app, store, batch_size=args.batch_size, group=group)
             except (TypeError, ValueError) as exc:
                 raise UsageError(str(exc)) from exc
             try:
@@ -281,10 +309,14 @@ def _status(args: argparse.Namespace) -> int:
         except KeyError as exc:
             raise UsageError(exc.args[0] if exc.args else str(exc)) from exc
         parked = list_parked(store, app)
+        rows = partition_rows(store, app)
         if args.json:
-            emit_json(status_document(app, instances, parked))
+            document = status_document(app, instances, parked)
+            if rows:
+                document["partitions"] = partition_document(rows)
+            emit_json(document)
         else:
-            emit(status_lines(app, instances, parked, args.limit))
+            emit(status_lines(app, instances, parked, args.limit) + partition_lines(rows))
             emit(handler_lines(handler_status(store, app)))
     return 0
 

@@ -59,6 +59,12 @@ EXPECTED_KEYS = {
     "snapshot_cold",
     "snapshot_cold_memory",
     "state_stored_sqlite",
+    "scaleout_sqlite_1",
+    "scaleout_sqlite_2",
+    "scaleout_sqlite_failover",
+    "scaleout_postgres_1",
+    "scaleout_postgres_2",
+    "scaleout_postgres_failover",
 }
 
 _UNREACHABLE = "postgresql://bench:s3cret@127.0.0.1:1/nowhere"

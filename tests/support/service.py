@@ -47,7 +47,8 @@ class ServiceProcess:
     """One ``decider run`` process, its log in a file; started again after each stop.
 
     ``command`` is the ``decider`` to run (default :func:`decider_command`), ``cwd`` the
-    directory it runs in (default the repository, whose ``tests`` the app specs name).
+    directory it runs in (default the repository, whose ``tests`` the app specs name),
+    ``options`` more ``decider run`` options (e.g. ``("--partitions", "auto")``).
     """
 
     def __init__(

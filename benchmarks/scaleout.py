@@ -1,0 +1,378 @@
+"""Figure 9: scale-out, several ``decider run --partitions auto`` processes on one store.
+
+Each run starts k service processes of the traffic-fine sample (``samples.traffic_fine.app:app``)
+on a fresh store (an SQLite file, or a fresh PostgreSQL schema), waits until they have split
+the partitions evenly, then a separate publisher process appends N police reports (in chunks of
+100) while the services run: the shape users see. Timed: from the publisher's start until every
+fine is issued (the command processor's last effect), counted through a filtered subscription.
+
+- **Throughput**: workflows/s with k = 1, 2, 4 processes, and the scaling efficiency
+  ``rate(k) / (k x rate(1))``. WARNING: the figure depends on the cores the machine has (each
+  process is one core at most, behind its GIL); the report names them.
+- **Failover**: with 3 processes, one is SIGKILLed when a third of the fines are issued; the
+  figure is the seconds until every partition it held has its checkpoint moved on again (taken
+  over after the lease expires), against the target lease expiry + 1 s. The run must still end
+  with every fine issued exactly once (0 lost, 0 duplicated).
+
+Run alone: ``python -m benchmarks --only scaleout`` (``--quick`` for small sizes), or at a size
+of your choice: ``python -m benchmarks.scaleout --n 10000 --processes 1,2,4,8``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from benchmarks import pg
+from benchmarks.harness import Figure, Pending, Result, Target, format_table
+from decider.processors.partitions import checkpoint_name, lease_name
+from decider.processors.streams import workflow_processor_name
+from decider.stores import CaughtUp, EventStore, Filter
+from decider.stores.leases import LeaseStore
+from decider.stores.protocol import CheckpointStore
+from samples.traffic_fine.app import ISSUED_STREAM, REPORTS_STREAM, app
+from samples.traffic_fine.messages import PoliceReportPublished, SpeedingViolation
+from samples.traffic_fine.workflow import workflow
+
+APP_SPEC = "samples.traffic_fine.app:app"
+STORES = ("sqlite", "postgres")
+LEASE_TTL = 3.0
+"""The lease time to live the services run with (the failover target is this + 1 s)."""
+
+CHUNK = 100
+_ISSUED = Filter(stream_prefixes=(ISSUED_STREAM,), event_types=("fines.IssueTrafficFine",))
+_ROOT = Path(__file__).resolve().parent.parent
+
+
+class RunFailed(RuntimeError):
+    """A scale-out run did not start, timed out, or did not issue every fine exactly once."""
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_ROOT), env.get("PYTHONPATH", "")) if p)
+    env.pop("DECIDER_STORE", None)
+    env.pop("DECIDER_APP", None)
+    return env
+
+
+@contextlib.contextmanager
+def _store(kind: str, pg_uri: str | None) -> Iterator[tuple[EventStore, str]]:
+    """A fresh store of ``kind`` and the URI the service processes open it by."""
+    if kind == "sqlite":
+        from decider.stores.sqlite import SqliteEventStore
+
+        with tempfile.TemporaryDirectory(prefix="decider-scaleout-") as directory:
+            path = Path(directory) / "events.db"
+            store: EventStore = SqliteEventStore(path)
+            try:
+                yield store, f"sqlite:///{path}"
+            finally:
+                store.close()
+        return
+    from decider.stores.postgres import PostgresEventStore
+
+    if pg_uri is None:
+        raise ValueError("a PostgreSQL run needs the server's uri")
+    with pg.fresh_schema(pg_uri) as schema:
+        store = PostgresEventStore(pg_uri, schema=schema)
+        try:
+            yield store, f"{pg_uri}{'&' if '?' in pg_uri else '?'}schema={schema}"
+        finally:
+            store.close()
+
+
+class _Services:
+    """k ``decider run --partitions auto`` processes, ended by pid (also on failure)."""
+
+    def __init__(self, uri: str, count: int, log_dir: Path) -> None:
+        self.uri = uri
+        self.log_dir = log_dir
+        self.processes: list[subprocess.Popen[bytes]] = []
+        for number in range(count):
+            self.start(number)
+
+    def start(self, number: int) -> subprocess.Popen[bytes]:
+        command = [sys.executable, "-m", "decider.processors.cli", "run", APP_SPEC]
+        command += ["--store", self.uri, "--partitions", "auto", "--lease-ttl", str(LEASE_TTL)]
+        command += ["--progress-interval", "0", "--log-level", "WARNING"]
+        with (self.log_dir / f"service{number}.log").open("ab") as log:
+            process = subprocess.Popen(
+                command, stdout=log, stderr=subprocess.STDOUT, cwd=_ROOT, env=_env()
+            )
+        self.processes.append(process)
+        return process
+
+    def check_alive(self) -> None:
+        for process in self.processes:
+            code = process.poll()
+            if code is not None and code != -signal.SIGKILL:  # the failover's victim: killed
+                raise RunFailed(f"service {process.pid} exited with {code}")
+
+    def stop(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in self.processes:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def _held(store: EventStore) -> dict[str, set[int]]:
+    """Unexpired partition leases by owner."""
+    assert isinstance(store, LeaseStore)
+    names = {lease_name(app.name, p): p for p in range(app.partitions)}
+    now = datetime.now(UTC)
+    owners: dict[str, set[int]] = {}
+    for lease in store.leases():
+        if lease.partition in names and lease.owner is not None and lease.expires_at > now:
+            owners.setdefault(lease.owner, set()).add(names[lease.partition])
+    return owners
+
+
+def _wait(predicate: Callable[[], bool], timeout: float, what: str, services: _Services) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        services.check_alive()
+        if time.monotonic() > deadline:
+            raise RunFailed(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(0.05)
+
+
+def _balanced(store: EventStore, count: int) -> bool:
+    owners = _held(store)
+    share = math.ceil(app.partitions / count)
+    return (
+        len(owners) == count
+        and sum(len(p) for p in owners.values()) == app.partitions
+        and all(len(p) <= share for p in owners.values())
+    )
+
+
+def _publisher(uri: str, n: int) -> subprocess.Popen[bytes]:
+    command = [sys.executable, "-m", "benchmarks.scaleout", "--uri", uri, "--n", str(n)]
+    return subprocess.Popen(command, cwd=_ROOT, env=_env())
+
+
+def publish(uri: str, n: int) -> None:
+    """The publisher process: N speeding reports to ``police-reports``, in chunks."""
+    from decider.processors.cli.loading import open_uri
+
+    store = open_uri(uri)
+    try:
+        for first in range(0, n, CHUNK):
+            reports = [
+                PoliceReportPublished(
+                    police_report_id=f"pr_{index:06d}",
+                    offense=SpeedingViolation(maximum_speed="50 km/h", measured_speed="72 km/h"),
+                )
+                for index in range(first, min(n, first + CHUNK))
+            ]
+            app.publish_many(store, reports, REPORTS_STREAM)
+    finally:
+        store.close()
+
+
+def _checkpoints(store: EventStore, partitions: set[int]) -> dict[int, int | None]:
+    assert isinstance(store, CheckpointStore)
+    processor = workflow_processor_name(app.name, workflow.name)
+    return {p: store.load_checkpoint(checkpoint_name(processor, p)) for p in partitions}
+
+
+def run_once(
+    kind: str, count: int, n: int, timeout: float, pg_uri: str | None, *, kill_one: bool = False
+) -> dict[str, Any]:
+    """One run with ``count`` service processes; with ``kill_one``, the failover run."""
+    with (
+        _store(kind, pg_uri) as (store, uri),
+        tempfile.TemporaryDirectory(prefix="decider-scaleout-logs-") as logs,
+    ):
+        services = _Services(uri, count, Path(logs))
+        publisher: subprocess.Popen[bytes] | None = None
+        try:
+            _wait(lambda: _balanced(store, count), 60, "the partitions to split", services)
+            subscription = store.subscribe(None, _ISSUED)
+            start = time.perf_counter()
+            publisher = _publisher(uri, n)
+            issued, failover, deadline = 0, None, start + timeout
+            try:
+                while issued < n and time.perf_counter() < deadline:
+                    item = subscription.poll(0.2)
+                    services.check_alive()
+                    if item is None or isinstance(item, CaughtUp):
+                        continue
+                    issued += 1
+                    if kill_one and failover is None and issued >= n // 3:
+                        failover = _failover(store, services, deadline)
+            finally:
+                subscription.stop()
+            seconds = time.perf_counter() - start
+            if publisher.wait(timeout=60) != 0:
+                raise RunFailed(f"the publisher exited with {publisher.returncode}")
+            stored = len(store.read_stream(ISSUED_STREAM))
+        finally:
+            if publisher is not None and publisher.poll() is None:
+                publisher.kill()
+                publisher.wait()
+            services.stop()
+    if issued < n or stored != n:
+        raise RunFailed(f"{kind} k={count}: {issued} fines seen, {stored} stored, of {n}")
+    return {
+        "store": kind,
+        "processes": count,
+        "n": n,
+        "seconds": seconds,
+        "workflows_per_s": n / seconds,
+        "issued_stored": stored,
+        "failover": failover,
+    }
+
+
+def _failover(store: EventStore, services: _Services, deadline: float) -> dict[str, Any]:
+    """SIGKILL the first service; the seconds until each of its partitions progressed again:
+    its checkpoint moved on, or (if it had nothing left to do) another process holds it with
+    its checkpoint at the end of the log as it was at the kill."""
+    victim = services.processes[0]
+    owner = next(o for o in _held(store) if o.split(":")[1] == str(victim.pid))
+    partitions = _held(store)[owner]
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    killed = time.perf_counter()
+    before = _checkpoints(store, partitions)
+    inputs = Filter(event_types=tuple(app.workflows[workflow.name].inputs))
+    logged = store.read_all(None, 10**7, inputs)
+    head = logged[-1].position if logged else -1
+    moved: dict[int, float] = {}
+    while len(moved) < len(partitions) and time.perf_counter() < deadline:
+        now = _checkpoints(store, partitions)
+        held = {p for o, ps in _held(store).items() if o != owner for p in ps}
+        for p in partitions - set(moved):
+            now_p, before_p = now[p], before[p]
+            mark = -1 if now_p is None else now_p
+            was = -1 if before_p is None else before_p
+            if mark > was or (p in held and mark >= head):
+                moved[p] = time.perf_counter() - killed
+        time.sleep(0.05)
+    if len(moved) < len(partitions):
+        raise RunFailed("the killed process's partitions did not progress again in time")
+    return {
+        "partitions": sorted(partitions),
+        "seconds_until_all_progressed": max(moved.values()),
+        "seconds_until_first_progressed": min(moved.values()),
+    }
+
+
+def measure(
+    sizes: dict[str, Sequence[int]],
+    n: int,
+    failover_n: int,
+    timeout: float,
+    pg_uri: str | None,
+    progress: Callable[[str], None] | None = None,
+) -> list[Result]:
+    """Figure 9: workflows/s and efficiency per store and process count; failover time.
+
+    ``sizes`` maps a store kind to the process counts to run (the first is the baseline).
+    """
+    say = progress or (lambda _: None)
+    results: list[Result] = []
+    cores = os.cpu_count() or 1
+    for kind, counts in sizes.items():
+        base: dict[str, Any] | None = None
+        for count in counts:
+            key = f"scaleout_{kind}_{count}"
+            title = f"9. {kind}: {count} process{'es' if count > 1 else ''}, N={n:,}"
+            try:
+                run = run_once(kind, count, n, timeout, pg_uri)
+            except RunFailed as exc:
+                say(f"  {kind} k={count}: FAILED {exc}")
+                results.append(Pending(key, title, f"failed: {exc}"))
+                continue
+            say(f"  {kind} k={count}: {run['seconds']:.2f}s, {run['workflows_per_s']:.0f}/s")
+            if base is None:
+                base = run
+            efficiency = run["workflows_per_s"] / (count * base["workflows_per_s"])
+            results.append(
+                Figure(
+                    key=key,
+                    title=title,
+                    unit="workflows/s",
+                    rate=run["workflows_per_s"],
+                    baseline=f"{base['processes']} process(es), same store, same run",
+                    baseline_rate=base["workflows_per_s"],
+                    ratio=efficiency,
+                    ratio_is="scaling efficiency: rate(k) / (k x rate(1))",
+                    target=Target(">=", 0.7) if kind == "postgres" and count == 4 else None,
+                    note=f"{run['seconds']:.2f}s, publisher concurrent; on {cores} cores",
+                    extra=run,
+                )
+            )
+        key = f"scaleout_{kind}_failover"
+        title = f"9. {kind}: failover, 3 processes, one SIGKILLed, N={failover_n:,}"
+        try:
+            run = run_once(kind, 3, failover_n, timeout, pg_uri, kill_one=True)
+        except RunFailed as exc:
+            say(f"  {kind} failover: FAILED {exc}")
+            results.append(Pending(key, title, f"failed: {exc}"))
+            continue
+        seconds = run["failover"]["seconds_until_all_progressed"]
+        say(f"  {kind} failover: {seconds:.2f}s")
+        results.append(
+            Figure(
+                key=key,
+                title=title,
+                unit="s",
+                rate=seconds,
+                baseline="lease ttl + 1 s (the target)",
+                baseline_rate=LEASE_TTL + 1,
+                ratio=seconds / (LEASE_TTL + 1),
+                ratio_is="seconds until its partitions progressed / (lease ttl + 1 s)",
+                target=Target("<=", 1.0),
+                note=f"0 lost, 0 duplicated: {run['issued_stored']} fines of {failover_n}",
+                extra=run,
+            )
+        )
+    return results
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.scaleout",
+        description="Figure 9 at a size of your choice (or, with --uri, the publisher process).",
+    )
+    parser.add_argument("--uri", help="publish --n reports to this store and exit")
+    parser.add_argument("--n", type=int, default=2_000, help="workflows per run")
+    parser.add_argument("--failover-n", type=int, default=1_000, help="workflows, failover run")
+    parser.add_argument("--processes", default="1,2,4", help="process counts (first: baseline)")
+    parser.add_argument("--stores", default="sqlite,postgres", help=f"of {','.join(STORES)}")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per run")
+    args = parser.parse_args(argv)
+    if args.uri is not None:
+        publish(args.uri, args.n)
+        return 0
+    counts = tuple(int(c) for c in args.processes.split(","))
+    kinds = [k for k in args.stores.split(",") if k]
+    pg_uri = pg.uri() if "postgres" in kinds else None
+    results = measure(
+        dict.fromkeys(kinds, counts), args.n, args.failover_n, args.timeout, pg_uri, print
+    )
+    print(format_table(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main())
