@@ -243,6 +243,21 @@ class PostgresEventStore:
         a ``lease``, only while it is still held (else
         :class:`~decider.stores.leases.LeaseLost`); the check holds the lease's row against a
         takeover until the commit."""
+
+        def fence(connection: _Connection) -> None:
+            if lease is not None:
+                leases.fence(self._sql.leases, connection, lease)
+
+        return self._commit_batch(appends, checkpoint, fence)
+
+    def _commit_batch(
+        self,
+        appends: Sequence[StreamAppend],
+        checkpoint: tuple[str, int] | None,
+        first: Callable[[_Connection], None],
+    ) -> list[AppendResult]:
+        """``first`` (a lease's fence, the state rows), every append and the checkpoint, in one
+        write transaction; what :meth:`append_batch` and :meth:`commit_states` share."""
         for item in appends:
             validate_append(len(item.events), item.expected_revision)
             self.name_rules.check_append(item.stream, item.events)
@@ -252,8 +267,9 @@ class PostgresEventStore:
         now = datetime.now(UTC)
 
         def body(connection: _Connection) -> Callable[[], list[AppendResult]]:
-            if lease is not None:
-                leases.fence(self._sql.leases, connection, lease)
+            first(connection)
+            # One read-ahead for the whole batch: it also numbers the events of the
+            # transaction, so two appends never draw the same position.
             batch = read_ahead(self._sql, connection, appends)
             results = [
                 append_one(
@@ -361,31 +377,8 @@ class PostgresEventStore:
         checkpoint: tuple[str, int] | None = None,
     ) -> None:
         """Write every state (version-checked), append and the checkpoint in one transaction."""
-        for item in appends:
-            validate_append(len(item.events), item.expected_revision)
-            self.name_rules.check_append(item.stream, item.events)
-        check_size(sum(len(item.events) for item in appends))
         self._states.ensure(self._using)
-        now = datetime.now(UTC)
-
-        def body(connection: _Connection) -> Callable[[], list[AppendResult]]:
-            self._states.write(connection, writes)
-            # One read-ahead for the whole batch: it also numbers the events of the
-            # transaction, so two appends never draw the same position.
-            batch = read_ahead(self._sql, connection, appends)
-            results = [
-                append_one(
-                    self._sql, connection, a.stream, a.events, a.expected_revision, now, batch=batch
-                )
-                for a in appends
-            ]
-            if checkpoint is not None:
-                connection.execute(self._sql.save_checkpoint, checkpoint)
-            return lambda: [result() for result in results]
-
-        written = self._write(body)
-        if written:
-            self._wrote(max(result.position for result in written))
+        self._commit_batch(appends, checkpoint, lambda c: self._states.write(c, writes))
 
     def close(self) -> None:
         """Close every connection, stop the listening thread and end every subscription; safe
