@@ -55,8 +55,7 @@ COMMIT;
             " state_version = excluded.state_version, data = excluded.data"
             " WHERE t.state_version <> excluded.state_version OR t.revision <= excluded.revision"
         )
-        self._ready = False
-        self._lock = threading.Lock()
+        self._table = OnDemandTable(self._exists, self._create)
 
     def load(self, using: Using, stream: str) -> Snapshot | None:
         """The stored snapshot of ``stream``, or ``None``."""
@@ -77,6 +76,21 @@ COMMIT;
             )
 
     def _ensure(self, using: Using) -> None:
+        self._table.ensure(using)
+
+
+class OnDemandTable:
+    """A table created the first time a store needs it: ``exists`` tells whether it is there,
+    ``create`` is the script (its own transaction) that makes it."""
+
+    def __init__(self, exists: str, create: str) -> None:
+        self._exists = exists
+        self._create = create
+        self._ready = False
+        self._lock = threading.Lock()
+
+    def ensure(self, using: Using) -> None:
+        """Create the table if this store has not seen it yet (once per store object)."""
         if not self._ready:
             self._create_once(using)
 

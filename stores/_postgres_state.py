@@ -7,21 +7,15 @@ optimistic version check.
 
 from __future__ import annotations
 
-import contextlib
-import threading
 from collections.abc import Sequence
 from typing import Any
 
-import psycopg
 from psycopg import sql as pgsql
-from psycopg.pq import TransactionStatus
 
-from decider.stores._postgres_snapshots import Using
+from decider.stores._postgres_snapshots import OnDemandTable, Using
 from decider.stores._postgres_sql import LOCK_CLASS, lock_key
 from decider.stores.errors import WrongExpectedVersion
 from decider.stores.protocol import StateWrite, StoredState
-
-_OPEN = (TransactionStatus.INTRANS, TransactionStatus.INERROR)
 
 
 class PostgresStates:
@@ -50,8 +44,7 @@ COMMIT;
         checked = "WHERE key = %s AND version = %s RETURNING 1"
         self._update = f"UPDATE {table} SET version = %s, data = %s {checked}"
         self._version = f"SELECT version FROM {table} WHERE key = %s"
-        self._ready = False
-        self._lock = threading.Lock()
+        self._table = OnDemandTable(self._exists, self._create)
 
     def load(self, using: Using, key: str) -> StoredState | None:
         """The stored state of ``key``, or ``None``."""
@@ -78,20 +71,4 @@ COMMIT;
 
     def ensure(self, using: Using) -> None:
         """Create the table if this store has not seen it yet."""
-        if not self._ready:
-            self._create_once(using)
-
-    def _create_once(self, using: Using) -> None:
-        with self._lock, using() as connection:
-            if self._ready:
-                return
-            (exists,) = connection.execute(self._exists).fetchone()
-            if not exists:
-                try:  # the script begins and commits its own transaction
-                    connection.execute(self._create)
-                except BaseException:
-                    if connection.info.transaction_status in _OPEN:
-                        with contextlib.suppress(psycopg.Error):
-                            connection.execute("ROLLBACK")
-                    raise
-            self._ready = True
+        self._table.ensure(using)
