@@ -45,8 +45,11 @@ from samples.traffic_fine.app import (
 from samples.traffic_fine.messages import PoliceReportPublished, SpeedingViolation
 from samples.traffic_fine.workflow import workflow
 
-STORES = ("sqlite", "memory", "esdb", "postgres")
-"""The stores an end-to-end run can use."""
+STORES = ("sqlite", "memory", "esdb", "esdb_v1", "postgres")
+"""The stores an end-to-end run can use. ``esdb``: the EventStoreDB test server (in a process of
+its own, as a real node would be) through :func:`~decider.stores._esdb_batch.open_esdb_store`,
+so with KurrentDB's multi-stream append where the client has it (``kurrentdbclient``);
+``esdb_v1``: the same server with v1 calls only (``multi_stream_append=False``)."""
 
 _DONE = Filter(
     stream_prefixes=(f"{workflow.name}-", ISSUED_STREAM),
@@ -64,12 +67,12 @@ def _open_store(kind: str, directory: Path, uri: str | None, schema: str | None)
         from decider.stores.memory import MemoryEventStore
 
         return MemoryEventStore()
-    if kind == "esdb":
+    if kind in ("esdb", "esdb_v1"):
         from decider.stores._esdb_batch import open_esdb_store
 
         if uri is None:
             raise ValueError("an EventStoreDB run needs the server's uri")
-        return open_esdb_store(uri)
+        return open_esdb_store(uri, multi_stream_append=kind == "esdb")
     if kind == "postgres":
         from decider.stores.postgres import PostgresEventStore
 
@@ -301,7 +304,7 @@ def best_of_runs(
     """
     runs = []
     for _ in range(repeats):
-        if kind == "esdb":
+        if kind in ("esdb", "esdb_v1"):
             with esdb_test_server() as uri:
                 runs.append(run_in_child(kind, n, timeout, uri))
         elif kind == "postgres":
@@ -367,6 +370,7 @@ def measure(
         ("sqlite", sqlite_sizes),
         ("memory", memory_sizes),
         ("esdb", esdb_sizes),
+        ("esdb_v1", esdb_sizes if _has_multi_stream_append() else ()),
         ("postgres", postgres_sizes),
     ]
     for kind, sizes in plan:
@@ -389,7 +393,40 @@ def measure(
             results.append(_rate_figure(key, run, yardstick, target))
         if kind == "sqlite" and len(sizes) >= 2:
             results.append(_growth(runs, sizes[0], sizes[-1]))
+    for kind, sizes in plan:
+        if kind.startswith("esdb"):
+            results.extend(_versus_sqlite(runs, kind, n) for n in sizes if n in sqlite_sizes)
     return results
+
+
+def _has_multi_stream_append() -> bool:
+    """Whether the installed EventStoreDB client can append to several streams at once
+    (``kurrentdbclient``): then the ``esdb_v1`` runs show the store without it."""
+    from decider.stores._esdb_client import load
+
+    return load().new_events is not None
+
+
+def _versus_sqlite(runs: dict[tuple[str, int], dict[str, Any]], kind: str, n: int) -> Result:
+    """Issue 13's yardstick: the EventStoreDB run's rate against the SQLite run's, same N."""
+    key, title = f"e2e_{kind}_vs_sqlite_{n}", f"5. {kind} vs sqlite: workflows, N={n:,}"
+    mine, sqlite = runs.get((kind, n)), runs.get(("sqlite", n))
+    if mine is None or sqlite is None:
+        return Pending(key, title, f"the {kind} or the SQLite run failed or did not run")
+    return Figure(
+        key=key,
+        title=title,
+        unit="workflows/s",
+        rate=mine["workflows_per_s"],
+        baseline=f"the SQLite run, N={n:,}",
+        baseline_rate=sqlite["workflows_per_s"],
+        ratio=mine["workflows_per_s"] / sqlite["workflows_per_s"],
+        ratio_is=f"{kind} workflows/s / SQLite workflows/s (higher is better)",
+        target=Target(">=", 0.5),
+        note=f"CPU seconds of the service process: {mine['cpu_seconds']:.2f}"
+        f" vs {sqlite['cpu_seconds']:.2f} (the test server's own are not counted)",
+        extra={"esdb": mine, "sqlite": sqlite},
+    )
 
 
 def _growth(runs: dict[tuple[str, int], dict[str, Any]], small_n: int, big_n: int) -> Result:

@@ -75,6 +75,8 @@ class Sizes:
     scaleout_processes: tuple[int, ...] = (1, 2, 4)
     scaleout_n: int = 10_000
     scaleout_failover_n: int = 3_000
+    scaleout_growth: tuple[int, int] = (5_000, 50_000)
+    """Figure 9, growth: one process at the small and the large N."""
 
 
 QUICK = Sizes(
@@ -104,6 +106,7 @@ QUICK = Sizes(
     scaleout_processes=(1, 2),
     scaleout_n=200,
     scaleout_failover_n=300,
+    scaleout_growth=(200, 600),
 )
 """The smoke-test sizes: every path runs, in seconds."""
 
@@ -119,7 +122,7 @@ FULL = Sizes(
     latency_inputs=200,
     e2e_sqlite=(1_000, 10_000),
     e2e_memory=(1_000, 10_000),
-    e2e_esdb=(1_000,),
+    e2e_esdb=(1_000, 10_000),
     e2e_postgres=(1_000,),
     e2e_timeout=180.0,
     e2e_repeats=3,
@@ -292,13 +295,17 @@ def _run_group(
             from benchmarks import scaleout
 
             stores = ("sqlite", "postgres") if pg_uri is not None else ("sqlite",)
-            return scaleout.measure(
+            results = scaleout.measure(
                 dict.fromkeys(stores, sizes.scaleout_processes),
                 sizes.scaleout_n,
                 sizes.scaleout_failover_n,
                 sizes.e2e_timeout * 3,
                 pg_uri,
                 progress=say,
+            )
+            small, big = sizes.scaleout_growth
+            return results + scaleout.measure_growth(
+                stores, small, big, sizes.e2e_timeout * 3, pg_uri, progress=say
             )
 
         return _pending_on_import_error("scaleout", "9. scale-out", scaleout)

@@ -9,6 +9,18 @@ fine is issued (the command processor's last effect), counted through a filtered
 - **Throughput**: workflows/s with k = 1, 2, 4 processes, and the scaling efficiency
   ``rate(k) / (k x rate(1))``. WARNING: the figure depends on the cores the machine has (each
   process is one core at most, behind its GIL); the report names them.
+- **Growth**: one process at N = 5,000 and N = 50,000: the rate at the larger N against the
+  rate at the smaller (target >= 0.9: the rate must not fall as the log grows). Each run also
+  records the service's CPU seconds per 1,000 workflows (Linux), which a loaded machine
+  disturbs less than the rate.
+- **CPU per workflow** (Linux): the CPU milliseconds the service processes used per workflow
+  from the publisher's start to the last fine (``cpu_ms_per_workflow``), and those of the
+  busiest process (``busiest_cpu_ms_per_workflow``). The first is what k processes cost beyond
+  one (each reads the whole log, a batch commits once per partition); the second bounds the rate
+  where every process has a core (``1 / busiest``), so ``busiest(1) / (k x busiest(k))`` is the
+  efficiency the run projects for such a machine (``projected_efficiency``; PostgreSQL's own CPU
+  not counted). On a machine with fewer cores than processes, or one shared with other work,
+  these show more than the rate does.
 - **Failover**: with 3 processes, one is SIGKILLed when a third of the fines are issued; the
   figure is the seconds until every partition it held has its checkpoint moved on again (taken
   over after the lease expires), against the target lease expiry + 1 s. The run must still end
@@ -114,6 +126,20 @@ class _Services:
         self.processes.append(process)
         return process
 
+    def cpu_seconds(self) -> list[float]:
+        """The CPU seconds (user + system) each running process used so far (Linux), or
+        ``[]`` where ``/proc`` cannot tell."""
+        ticks = os.sysconf("SC_CLK_TCK")
+        found = []
+        for process in self.processes:
+            try:
+                stat = Path(f"/proc/{process.pid}/stat").read_text()
+            except OSError:
+                return []
+            fields = stat.rsplit(")", 1)[1].split()
+            found.append((int(fields[11]) + int(fields[12])) / ticks)
+        return found
+
     def check_alive(self) -> None:
         for process in self.processes:
             code = process.poll()
@@ -206,6 +232,7 @@ def run_once(
         try:
             _wait(lambda: _balanced(store, count), 60, "the partitions to split", services)
             subscription = store.subscribe(None, _ISSUED)
+            cpu_before = services.cpu_seconds()
             start = time.perf_counter()
             publisher = _publisher(uri, n)
             issued, failover, deadline = 0, None, start + timeout
@@ -221,6 +248,7 @@ def run_once(
             finally:
                 subscription.stop()
             seconds = time.perf_counter() - start
+            cpu_after = services.cpu_seconds() if not kill_one else []
             if publisher.wait(timeout=60) != 0:
                 raise RunFailed(f"the publisher exited with {publisher.returncode}")
             stored = len(store.read_stream(ISSUED_STREAM))
@@ -239,6 +267,19 @@ def run_once(
         "workflows_per_s": n / seconds,
         "issued_stored": stored,
         "failover": failover,
+        **_cpu(cpu_before, cpu_after, n),
+    }
+
+
+def _cpu(before: list[float], after: list[float], n: int) -> dict[str, Any]:
+    """The services' CPU during a run, per workflow: in all and of the busiest process."""
+    if not before or len(before) != len(after):
+        return {"cpu_ms_per_workflow": math.nan, "busiest_cpu_ms_per_workflow": math.nan}
+    used = [end - begin for begin, end in zip(before, after, strict=True)]
+    return {
+        "process_cpu_seconds": used,
+        "cpu_ms_per_workflow": 1000 * sum(used) / n,
+        "busiest_cpu_ms_per_workflow": 1000 * max(used) / n,
     }
 
 
@@ -302,10 +343,18 @@ def measure(
                 say(f"  {kind} k={count}: FAILED {exc}")
                 results.append(Pending(key, title, f"failed: {exc}"))
                 continue
-            say(f"  {kind} k={count}: {run['seconds']:.2f}s, {run['workflows_per_s']:.0f}/s")
             if base is None:
                 base = run
             efficiency = run["workflows_per_s"] / (count * base["workflows_per_s"])
+            run["projected_efficiency"] = base["busiest_cpu_ms_per_workflow"] / (
+                count * run["busiest_cpu_ms_per_workflow"]
+            )
+            say(
+                f"  {kind} k={count}: {run['seconds']:.2f}s, {run['workflows_per_s']:.0f}/s; "
+                f"CPU ms/workflow {run['cpu_ms_per_workflow']:.2f}, busiest process "
+                f"{run['busiest_cpu_ms_per_workflow']:.2f}, projected efficiency "
+                f"{run['projected_efficiency']:.2f}"
+            )
             results.append(
                 Figure(
                     key=key,
@@ -317,7 +366,12 @@ def measure(
                     ratio=efficiency,
                     ratio_is="scaling efficiency: rate(k) / (k x rate(1))",
                     target=Target(">=", 0.7) if kind == "postgres" and count == 4 else None,
-                    note=f"{run['seconds']:.2f}s, publisher concurrent; on {cores} cores",
+                    note=(
+                        f"{run['seconds']:.2f}s, publisher concurrent; on {cores} cores; "
+                        f"CPU ms/workflow {run['cpu_ms_per_workflow']:.2f} (busiest process "
+                        f"{run['busiest_cpu_ms_per_workflow']:.2f}, projected efficiency "
+                        f"{run['projected_efficiency']:.2f})"
+                    ),
                     extra=run,
                 )
             )
@@ -349,6 +403,55 @@ def measure(
     return results
 
 
+def measure_growth(
+    kinds: Sequence[str],
+    small_n: int,
+    big_n: int,
+    timeout: float,
+    pg_uri: str | None,
+    progress: Callable[[str], None] | None = None,
+) -> list[Result]:
+    """Growth: one process's rate at ``big_n`` against its rate at ``small_n``, per store."""
+    say = progress or (lambda _: None)
+    results: list[Result] = []
+    for kind in kinds:
+        key = f"scaleout_{kind}_growth"
+        title = f"9. {kind}: 1 process, rate at N={big_n:,} vs N={small_n:,}"
+        try:
+            small = run_once(kind, 1, small_n, timeout, pg_uri)
+            big = run_once(kind, 1, big_n, timeout, pg_uri)
+        except RunFailed as exc:
+            say(f"  {kind} growth: FAILED {exc}")
+            results.append(Pending(key, title, f"failed: {exc}"))
+            continue
+        cpu = (small["cpu_ms_per_workflow"], big["cpu_ms_per_workflow"])
+        cpu_note = (
+            ""
+            if math.isnan(cpu[0]) or math.isnan(cpu[1])
+            else f"; service CPU {cpu[0]:.2f} vs {cpu[1]:.2f} ms/workflow"
+        )
+        say(
+            f"  {kind} growth: {small['workflows_per_s']:.0f}/s vs"
+            f" {big['workflows_per_s']:.0f}/s{cpu_note}"
+        )
+        results.append(
+            Figure(
+                key=key,
+                title=title,
+                unit="workflows/s",
+                rate=big["workflows_per_s"],
+                baseline=f"N={small_n:,}, same store, same run",
+                baseline_rate=small["workflows_per_s"],
+                ratio=big["workflows_per_s"] / small["workflows_per_s"],
+                ratio_is=f"rate at N={big_n:,} / rate at N={small_n:,} (higher is better)",
+                target=Target(">=", 0.9),
+                note=f"publisher concurrent{cpu_note}",
+                extra={"small": small, "big": big},
+            )
+        )
+    return results
+
+
 def _main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.scaleout",
@@ -360,6 +463,9 @@ def _main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--processes", default="1,2,4", help="process counts (first: baseline)")
     parser.add_argument("--stores", default="sqlite,postgres", help=f"of {','.join(STORES)}")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per run")
+    parser.add_argument(
+        "--growth", default="", metavar="SMALL,BIG", help="only the growth figure at these sizes"
+    )
     args = parser.parse_args(argv)
     if args.uri is not None:
         publish(args.uri, args.n)
@@ -367,6 +473,11 @@ def _main(argv: Sequence[str] | None = None) -> int:
     counts = tuple(int(c) for c in args.processes.split(","))
     kinds = [k for k in args.stores.split(",") if k]
     pg_uri = pg.uri() if "postgres" in kinds else None
+    if args.growth:
+        small_n, big_n = (int(n) for n in args.growth.split(","))
+        growth = measure_growth(kinds, small_n, big_n, args.timeout, pg_uri, print)
+        print(format_table(growth))
+        return 0
     results = measure(
         dict.fromkeys(kinds, counts), args.n, args.failover_n, args.timeout, pg_uri, print
     )

@@ -1,4 +1,4 @@
-"""Figure 6: the first input to a cold instance with snapshots, by history length.
+"""Figure 7: the first input to a cold instance with snapshots, by history length.
 
 The counter workflow of figure 4 with ``snapshot_every=1000``. Its instances' streams are
 pre-filled (10 and 10,000 events), then one new processor handles one input of each, which
@@ -66,7 +66,7 @@ def _processor(app: App, store: latency.Store) -> WorkflowProcessor:
 
 
 def measure(lengths: Sequence[int], cold_starts: int) -> list[Result]:
-    """Figure 6 on SQLite (``synchronous=FULL``) and in memory."""
+    """Figure 7 on SQLite (``synchronous=FULL``) and in memory."""
     with tempfile.TemporaryDirectory(prefix="decider-bench-") as directory:
         sqlite = SqliteEventStore(Path(directory) / "snapshots.db", synchronous="FULL")
         try:

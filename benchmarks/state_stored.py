@@ -1,4 +1,4 @@
-"""Figure 7: the state-stored variant against the event-sourced one, end to end on SQLite.
+"""Figure 8: the state-stored variant against the event-sourced one, end to end on SQLite.
 
 The traffic-fine workflow run by a :class:`~decider.processors.Service` on a fresh SQLite file
 (``synchronous=FULL``) as in figure 5, once registered event-sourced and once state-stored
@@ -18,7 +18,7 @@ from benchmarks.harness import Figure
 
 
 def measure(n: int, repeats: int, timeout: float) -> Figure:
-    """Figure 7 for ``n`` workflows."""
+    """Figure 8 for ``n`` workflows."""
     best: dict[str, float] = {"events": 0.0, "state": 0.0}
     for _ in range(repeats):
         for stored in ("events", "state"):

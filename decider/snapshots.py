@@ -9,10 +9,13 @@ A snapshot is a JSON object::
 
     {"workflow": "OrderFulfilment", "state_version": "2", "version": 10000,
      "status": "running", "state": {"_type": "Shipping", "order_id": "ord-1"},
-     "handled": ["msg_01J..."]}
+     "handled": []}
 
-``version`` is the number of events folded into it; ``handled`` the message ids of the inputs
-recorded so far, which a processor needs to keep deduplicating inputs. A snapshot whose
+``version`` is the number of events folded into it; ``handled`` message ids of inputs the
+instance handled, for a caller that keeps them with the state (the state-stored variant's rows
+do). The workflow processor's snapshots leave it empty: it looks an input older than the
+snapshot up in the store instead, so a snapshot costs the same to read however long the
+history. A snapshot whose
 ``state_version`` is not the workflow's current one, or that no longer decodes into the state's
 classes, raises :class:`~decider.DecodeError`: the processor ignores it and folds the stream.
 

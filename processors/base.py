@@ -14,12 +14,12 @@ engine (this module) owns everything after that:
   with the reason, and the processor moves on;
 - the classification of failures (:mod:`decider.processors.failures`): skip, retry with
   back-off, or resume from the checkpoint; never the end of the thread;
-- in a group of processes (:class:`~decider.processors.group.PartitionGroup`): a partitioned
-  processor handles only the inputs of the partitions this process holds, each partition with
-  its own checkpoint, and commits each partition's work under its lease (fencing); any other
-  processor runs only in the member that holds its singleton lease, and commits under it.
-  A commit that finds its lease lost writes nothing; the processor drops the lease and resumes
-  from the checkpoints of what it still holds.
+- in a group of processes (:class:`~decider.processors.group.PartitionGroup`): every
+  processor handles only the work of the partitions this process holds
+  (:mod:`decider.processors.sharing`), each partition with its own checkpoint, and commits each
+  partition's work under its lease (fencing). A commit that finds its lease lost writes
+  nothing; the processor drops the lease and resumes from the checkpoints of what it still
+  holds.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import logging
 import random
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 
@@ -44,6 +44,7 @@ from decider.processors.messages import InputSkipped
 from decider.processors.sharing import LeaseNotHeld, Share
 from decider.stores import LeaseLost
 from decider.stores.errors import StoreUnavailable, WrongExpectedVersion
+from decider.stores.leases import commits_together
 from decider.stores.protocol import (
     ANY,
     NO_STREAM,
@@ -52,6 +53,7 @@ from decider.stores.protocol import (
     EventStore,
     Filter,
     NewEvent,
+    PipelinedStore,
     RecordedEvent,
     StreamAppend,
     Subscription,
@@ -80,6 +82,9 @@ class Outcome:
     appends: list[StreamAppend] = attrs.Factory(list)
     position: int | None = None
     on_commit: list[Callable[[], None]] = attrs.Factory(list)
+    checkpoints: list[tuple[str, int]] = attrs.Factory(list)
+    """Under a joint fence only (:meth:`~decider.processors.sharing.Share.fenced_together`):
+    checkpoints (or marks kept beside them) at positions of their own, in the same commit."""
 
 
 class Skip(Exception):
@@ -123,9 +128,6 @@ class Processor(abc.ABC):
 
     name: str
     filter: Filter
-    partitioned = False
-    """Whether, in a group, the work splits by partition (:meth:`partition_key`); if not, one
-    member runs the processor (its singleton lease is named after the name's last part)."""
 
     def __init__(self, context: Context) -> None:
         self.context = context
@@ -137,6 +139,8 @@ class Processor(abc.ABC):
         self._subscription: Subscription | None = None
         self._lock = threading.Lock()
         self._transactional = isinstance(context.store, TransactionalStore)
+        self._joint = self._transactional and commits_together(context.store)
+        self._pipelined = isinstance(context.store, PipelinedStore)
         self._random = random.Random()
         self.share = Share(self)
         """This processor's share of its group's work (all of it without a group)."""
@@ -211,6 +215,7 @@ class Processor(abc.ABC):
         if self.context.group is not None and not self.share.await_leases():
             return
         self.committed = self.share.start_position()
+        self.starting()
         subscription = self.context.store.subscribe(self.committed, self.filter)
         with self._lock:
             self._subscription = subscription
@@ -265,7 +270,7 @@ class Processor(abc.ABC):
 
     def holds_work(self) -> bool:
         """Whether this process has work of this processor to do: always, unless in a group
-        where it holds none of the processor's partitions (or not its singleton lease)."""
+        where it holds none of the app's partitions."""
         return self.share.holds_work()
 
     def commit_share(self, events: Sequence[RecordedEvent], position: int) -> None:
@@ -278,6 +283,32 @@ class Processor(abc.ABC):
         if outcome.position is not None:
             outcome.position = position
         self.commit_outcome(outcome, events)
+
+    def commit_together(self, events: Sequence[RecordedEvent], position: int) -> bool:
+        """Handle ``events`` of several partitions and commit what they lead to in one
+        transaction, with every partition's checkpoint at ``position`` under its lease (the
+        share's joint fence in hand); whether it did. ``False``, with nothing written, where
+        the store has no such transaction, or the commit failed a revision check or was
+        rejected: the caller then commits partition by partition (which redoes what failed).
+        """
+        if not self._joint:
+            return False
+        outcome = self.handle(events) if events else Outcome(position=position)
+        if outcome.position is not None:
+            outcome.position = position
+        try:
+            self.commit(outcome)
+        except WrongExpectedVersion as exc:
+            self.conflicts += 1
+            self.resync(exc.stream)
+            return False
+        except PERMANENT:
+            return False
+        return True
+
+    def starting(self) -> None:  # noqa: B027 (a hook: most policies keep no state)
+        """A subscription life starts, after the checkpoints of the work it does were loaded
+        (:attr:`share`): load what else the policy keeps beside them."""
 
     def halted(self) -> bool:
         """Whether this subscription's life must end now, although the service goes on."""
@@ -373,10 +404,10 @@ class Processor(abc.ABC):
 
         If the commit fails a revision check (another writer) or the store rejects it for good,
         the batch is redone unit by unit (:meth:`redo_units`), each in the conflict loop. In a
-        group, a partitioned processor handles only the inputs of the partitions held.
+        group, only the inputs of the partitions held are handled, partition by partition.
         """
         if self.share.owned is not None:
-            self.share.process(batch, self.share.owned)
+            self.share.process(batch)
             return
         self.commit_outcome(self.handle(batch), batch)
 
@@ -472,6 +503,17 @@ class Processor(abc.ABC):
     def _write(self, outcome: Outcome) -> None:
         store = self.context.store
         appends, position = outcome.appends, outcome.position
+        joint = self.share.joint_fence()
+        if joint:
+            # Several partitions' work in one transaction, each checkpoint under its lease.
+            checkpoints = [] if position is None else [(name, position) for name, _ in joint]
+            checkpoints += outcome.checkpoints
+            leases = [lease for _, lease in joint]
+            cast(TransactionalStore, store).append_batch(
+                appends, checkpoints=checkpoints, leases=leases
+            )
+            self._written(outcome)
+            return
         try:
             name, lease = self.share.commit_fence()
         except LeaseNotHeld:
@@ -479,19 +521,27 @@ class Processor(abc.ABC):
                 raise
             return  # a checkpoint only: the member that holds the lease keeps it
         if (appends or lease is not None) and self._transactional:
-            assert isinstance(store, TransactionalStore)
+            # Checked once, in __init__: isinstance with a Protocol costs microseconds per input.
+            batches = cast(TransactionalStore, store)
             checkpoint = None if position is None else (name, position)
             if lease is None:
-                store.append_batch(appends, checkpoint)
+                batches.append_batch(appends, checkpoint)
             else:
-                store.append_batch(appends, checkpoint, lease=lease)
+                batches.append_batch(appends, checkpoint, lease=lease)
         else:
-            for item in appends:
-                store.append(item.stream, item.events, item.expected_revision)
+            if len(appends) > 1 and self._pipelined:
+                assert isinstance(store, PipelinedStore)
+                store.append_each(appends)  # one round trip; the checkpoint after all of them
+            else:
+                for item in appends:
+                    store.append(item.stream, item.events, item.expected_revision)
             if position is not None and position != self.committed:
-                self.context.checkpoints.save_checkpoint(self.name, position)
-        if position is not None:
-            self.committed = position
+                self.context.checkpoints.save_checkpoint(name, position)
+        self._written(outcome)
+
+    def _written(self, outcome: Outcome) -> None:
+        if outcome.position is not None:
+            self.committed = outcome.position
         for done in outcome.on_commit:
             done()
 

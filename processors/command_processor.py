@@ -24,6 +24,14 @@ transaction; outcomes committed past the mark are remembered (a second checkpoin
 *concluded mark*), and the replay guard (:mod:`decider.processors.replay`) keeps those commands
 from being carried out again after a crash. This module is the policy only: which of those a
 stored event leads to.
+
+In a group of processes (:mod:`decider.processors.sharing`), a command belongs to the
+partition of the instance stream that recorded it (a retry request to that of the command it
+retries): a process carries out the commands of the partitions it holds, and each partition
+has its own watermark (:class:`~decider.processors.watermark.Lanes`), checkpoint
+(``<app>.commands.p<n>``) and concluded mark (``<app>.commands.p<n>.concluded``), all
+committed under the partition's lease. Other partitions' commands are passed over by their
+stream's name, without decoding them.
 """
 
 from __future__ import annotations
@@ -31,22 +39,24 @@ from __future__ import annotations
 import collections
 import functools
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
 
 from decider import Metadata
 from decider.codec import describe, parse_type
+from decider.processors import command_lanes as lanes
 from decider.processors import decoding, streams
 from decider.processors.app import HandlerRegistration
 from decider.processors.base import Context, Outcome, Processor, Skip, Unit
-from decider.processors.handlers import GaveUp
+from decider.processors.handlers import AttemptFailed, GaveUp
 from decider.processors.messages import RETRIED
 from decider.processors.parking import Parking
 from decider.processors.pool import CommandPool, Conclusion, HandlerLoad, Job
 from decider.processors.replay import ReplayGuard, concluded_mark_name
-from decider.processors.watermark import Entry, Watermark
+from decider.processors.sharing import ALL, IDLE_CHECKPOINT_EVERY
+from decider.processors.watermark import Entry, Lanes
 from decider.stores.errors import CorruptEvent
 from decider.stores.protocol import (
     ANY,
@@ -66,6 +76,10 @@ STOP_GRACE = 10.0
 """How long a stop waits for the handler calls in hand (their commands run again later if they
 do not return in time: the checkpoint never passed them)."""
 
+MOVE_GRACE = 1.0
+"""In a group, when the partitions held change: how long the calls in hand get to conclude (and
+be committed, for the partitions still held) before the processor resubscribes."""
+
 _SUBMITTED = object()
 
 
@@ -81,13 +95,17 @@ class CommandProcessor(Processor):
         self.filter = decoding.command_filter(app.workflows, self.ledger, RETRIED)
         self.replay = ReplayGuard(context.store, self.ledger, transactional=self._transactional)
         self.pool = CommandPool(self.name, app.pool_size, context.clock, context.logger)
-        self.marks = Watermark()
+        self.marks = Lanes()
         self.max_open = max(256, 8 * app.pool_size)
         """How many commands may be in hand before the processor stops reading ahead."""
         self.stop_grace = STOP_GRACE
         self.carried_out = 0
         self.parked_by_handler: collections.Counter[str] = collections.Counter()
-        self._concluded_mark: int | None = None
+        self._concluded_marks: dict[int, int | None] = {}
+        self._read: int | None = None
+        """The position of the last input this subscription life dispatched or passed over."""
+        self._settled: int | None = None
+        """The last position up to which every input read is done and committed."""
         self._uncommitted: dict[int, list[StreamAppend]] = {}
         """Outcomes whose commit failed (the store was down), by position: the next
         subscription life commits them instead of carrying the commands out again."""
@@ -130,35 +148,62 @@ class CommandProcessor(Processor):
         finally:
             self.pool.close()
 
+    def partition_key(self, event: RecordedEvent) -> str:
+        """The instance stream that recorded the command (for a retry request, the one that
+        recorded the command it retries, else the ledger)."""
+        if event.type != RETRIED:
+            return event.stream
+        try:
+            request = decoding.decode_message(self.context.app.codec, event)
+        except CorruptEvent:
+            return event.stream  # skipped, in the ledger's partition
+        stream = getattr(request, "stream", None)
+        return stream if isinstance(stream, str) else event.stream
+
     def consume(self) -> None:
         """One subscription's life; what it delivers before catching up may be a replay.
 
         When it ends, the calls in hand get up to :attr:`stop_grace` seconds to conclude (on a
-        stop), what concluded is committed, and the rest is left to the next life.
+        stop; :data:`MOVE_GRACE` when the partitions held changed), what concluded is
+        committed, and the rest is left to the next life.
         """
         self.marks.reset()
         self.pool.reset()
-        if self._transactional:
-            self._concluded_mark = self.context.checkpoints.load_checkpoint(
-                concluded_mark_name(self.name)
-            )
-        self.replay.restart(self._concluded_mark)
+        self._read = self._settled = None
         try:
             super().consume()
         finally:
             self._wind_down()
 
+    def starting(self) -> None:
+        """Load each key's concluded mark (transactional store), for the replay guard."""
+        self._concluded_marks = {
+            key: (
+                self.share.stored_mark(key, concluded_mark_name, highest=True)
+                if self._transactional
+                else None
+            )
+            for key in self.share.held_keys()
+        }
+        marks = [mark for mark in self._concluded_marks.values() if mark is not None]
+        self.replay.restart(max(marks) if marks else None, self.committed)
+
     def _wind_down(self) -> None:
+        grace: float | None = None
         if self.context.stop.is_set():
+            grace = self.stop_grace
+        elif self.share.moved() and not self.marks.idle():
+            grace = MOVE_GRACE
+        if grace is not None:
             self.pool.pause()
-            deadline = time.monotonic() + self.stop_grace
+            deadline = time.monotonic() + grace
             if not self.pool.wait_calls(deadline, self._flush_if_due):
                 self.log.warning(
                     "%s: %d handler call(s) still running after %.1fs; their commands will be "
                     "carried out again on the next start",
                     self.name,
                     self.pool.calls_in_flight(),
-                    self.stop_grace,
+                    grace,
                 )
         try:
             self.flush()
@@ -173,20 +218,35 @@ class CommandProcessor(Processor):
         super().on_caught_up(item)
         self.replay.caught_up(item.position)
 
+    def idle_position(self) -> int | None:
+        """With nothing in hand, everything read is done; else the lowest checkpoint."""
+        if self._settled is not None and self.marks.idle():
+            return self._settled
+        return self.committed
+
     def poll_timeout(self) -> float | None:
-        """While commands are in hand, wake every few ms to commit those that concluded."""
-        return None if self.marks.idle() else GROUP_SECONDS
+        """While commands are in hand, wake every few ms to commit those that concluded; in a
+        group, while a held partition's checkpoint is behind what was read, once a second."""
+        if not self.marks.idle():
+            return GROUP_SECONDS
+        if self.share.behind(self._settled):
+            return IDLE_CHECKPOINT_EVERY
+        return None
 
     def tick(self) -> None:
-        """Commit what concluded, if enough did or it waited long enough."""
-        self._flush_if_due()
+        """Commit what concluded, if enough did or it waited long enough (in a group, with
+        nothing in hand: move the checkpoints of idle partitions on)."""
+        if self.marks.idle() and self.share.behind(self._settled):
+            self.flush()
+        else:
+            self._flush_if_due()
 
     # -- the policy -------------------------------------------------------------------------
 
     def handle(self, batch: Sequence[RecordedEvent]) -> Outcome:
         """Dispatch the batch's commands (up to a stop); what concluded so far, to commit."""
         self.dispatch(batch)
-        taken = self.marks.take()
+        taken = self.marks.lane(ALL).take()
         return Outcome(taken.appends, taken.mark)
 
     def process(self, batch: Sequence[RecordedEvent]) -> None:
@@ -208,7 +268,12 @@ class CommandProcessor(Processor):
                 self._flush_if_due()
             if self.context.stop.is_set():
                 return  # the rest is left to the next run
-            entry = self.marks.add(event.position)
+            key = self.share.key_of(event)
+            if key is None:  # another partition's, or done before
+                self._read = event.position
+                continue
+            entry = self.marks.add(key, event.position)
+            self._read = event.position
             kept = self._uncommitted.pop(event.position, None)
             if kept is not None:
                 self.marks.conclude(entry, kept)
@@ -230,26 +295,29 @@ class CommandProcessor(Processor):
         self.commit_outcome(outcome, [])
 
     def flush(self) -> None:
-        """Commit what concluded since the last flush, with the checkpoint at the mark."""
-        taken = self.marks.take()
-        moved = taken.mark is not None and taken.mark != self.committed
-        if not taken.appends and not moved:
-            return
-        try:
-            self.settle(Outcome(taken.appends, taken.mark if moved else None))
-        except BaseException:
-            self._uncommitted.update(taken.outcomes)
-            raise
-        if (
-            taken.beyond is not None
-            and self._transactional
-            and (self._concluded_mark is None or taken.beyond > self._concluded_mark)
-        ):
-            # After the commit, so it never claims more than is stored (a crash in between
-            # costs at most a second call of a handler, whose results are then kept as stored).
-            self.context.checkpoints.save_checkpoint(concluded_mark_name(self.name), taken.beyond)
-            self._concluded_mark = taken.beyond
-        self.context.progress()
+        """Commit what concluded since the last flush, each key's (partition's) with its
+        checkpoint at its mark: in a group, every partition's in one transaction under every
+        lease where it can (:meth:`_flush_together`), else each on its own under its fence."""
+        idle_due = self.share.idle_due()
+        read = self._read
+        keys = self.share.held_keys()
+        held = self.share.held_now()
+        plans = [plan for key in keys if (plan := lanes.take_lane(self, key, idle_due, held))]
+        wrote = bool(plans)
+        if len(plans) < 2 or not lanes.flush_together(self, plans):
+            wrote = False
+            for plan in plans:
+                if not self.share.still_held(plan.key):
+                    self.marks.drop(plan.key)  # lost while committing them together
+                    continue
+                wrote |= lanes.commit_lane(self, plan)
+        marks = [self.share.mark(key) for key in keys]
+        if marks and all(mark is not None for mark in marks):
+            self.committed = min(mark for mark in marks if mark is not None)
+        if self.marks.idle():
+            self._settled = read  # every input read up to there is done, and committed
+        if wrote:
+            self.context.progress()
 
     def _flush_if_due(self) -> None:
         if self.marks.due(GROUP_COUNT, GROUP_SECONDS):
@@ -257,7 +325,7 @@ class CommandProcessor(Processor):
 
     # -- one command ----------------------------------------------------------------------
 
-    def _carry_out(self, event: RecordedEvent, entry: Entry, draft: Outcome) -> object:
+    def _carry_out(self, event: RecordedEvent, entry: object, draft: Outcome) -> object:
         if event.type == RETRIED:
             if event.stream != self.ledger:
                 return None
@@ -276,7 +344,7 @@ class CommandProcessor(Processor):
         event: RecordedEvent,
         metadata: Metadata,
         round_key: str,
-        entry: Entry,
+        entry: object,
         draft: Outcome,
     ) -> object:
         app = self.context.app
@@ -314,14 +382,14 @@ class CommandProcessor(Processor):
         event: RecordedEvent,
         metadata: Metadata,
         round_key: str,
-        entry: Entry,
+        entry: object,
     ) -> object:
         command_id = str(event.id)
         try:
             command = decoding.decode_message(self.context.app.codec, event, handler.type_name)
         except CorruptEvent as exc:
             raise Skip(exc.reason) from exc
-        if self.replay.concluded(handler.name, event, round_key, self.committed):
+        if self._replayed_before(handler, event, round_key):
             self.log.info(
                 "%s: %s %s was concluded before a restart; not carried out again",
                 self.name,
@@ -337,12 +405,45 @@ class CommandProcessor(Processor):
             return None
 
         def conclude(conclusion: Conclusion) -> None:
-            self.marks.conclude(
-                entry, self._concluded(handler, event, metadata, round_key, conclusion)
-            )
+            self._job_concluded(entry, handler, event, metadata, round_key, conclusion)
 
-        self.pool.submit(Job(event.stream, handler, command, command_id, conclude))
+        self.pool.submit(self._job(entry, event.stream, handler, command, command_id, conclude))
         return _SUBMITTED
+
+    def _replayed_before(
+        self, handler: HandlerRegistration, event: RecordedEvent, round_key: str
+    ) -> bool:
+        """Whether this round of the command concluded before (a replay after a crash), by the
+        concluded mark of the command's partition in a group, else the processor's own."""
+        key = self.share.key_of(event)
+        committed = self.share.mark(key) if key is not None else self.committed
+        return self.replay.concluded(handler.name, event, round_key, committed)
+
+    def _job(  # noqa: PLR0917
+        self,
+        entry: object,
+        key: str,
+        handler: HandlerRegistration,
+        command: Any,
+        command_id: str,
+        conclude: Callable[[Conclusion], None],
+    ) -> Job:
+        """The pool's job for a command (``entry``: what its input was dispatched as)."""
+        return Job(key, handler, command, command_id, conclude)
+
+    def _job_concluded(  # noqa: PLR0917
+        self,
+        entry: object,
+        handler: HandlerRegistration,
+        event: RecordedEvent,
+        metadata: Metadata,
+        round_key: str,
+        conclusion: Conclusion,
+    ) -> None:
+        """On a pool thread: the command of ``entry`` concluded; its outcome awaits the
+        commit."""
+        assert isinstance(entry, Entry) and not isinstance(conclusion, AttemptFailed)
+        self.marks.conclude(entry, self._concluded(handler, event, metadata, round_key, conclusion))
 
     def _concluded(
         self,
@@ -353,7 +454,7 @@ class CommandProcessor(Processor):
         conclusion: Conclusion,
     ) -> list[StreamAppend]:
         """What a command's conclusion leads to: its results' appends, or its park records."""
-        if isinstance(conclusion, GaveUp):
+        if isinstance(conclusion, GaveUp | AttemptFailed):
             reason, attempts = conclusion.reason, conclusion.attempts
         else:
             try:

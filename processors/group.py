@@ -8,8 +8,8 @@ Every service process of an app started with a :class:`PartitionGroup` (``decide
   owners of unexpired member leases;
 - each member aims to hold ``ceil(partitions / live members)`` partition leases: below that it
   claims free or expired partitions, above it releases its surplus (highest numbers first);
-- the command and timer processors run once per app: their singleton leases (``<app>/commands``,
-  ``<app>/timers``) go to whichever member claims them first;
+- a partition's lease covers all of its work: its workflow inputs, its commands and its
+  timers (each processor keeps its own checkpoint per partition);
 - every lease is renewed every ``ttl / 3`` seconds and released on a graceful stop; a member that
   dies stops renewing, and after ``ttl`` seconds the others take its partitions over.
 
@@ -40,9 +40,6 @@ from decider.stores import Lease, LeaseLost, LeaseStore
 from decider.stores.errors import StoreError
 from decider.stores.protocol import EventStore
 
-SINGLETONS = ("commands", "timers")
-"""The processors of which one member runs the only active copy, by role."""
-
 DEFAULT_TTL = 10.0
 """Seconds a lease lasts without renewal (a dead member's work resumes about this much later)."""
 
@@ -55,8 +52,8 @@ def default_owner() -> str:
 class PartitionGroup:
     """One process's membership in its app's group: the leases it holds, kept up by a thread.
 
-    :meth:`lease` gives the processors the lease to commit a partition's (or a singleton's)
-    work under; :meth:`lost` drops a lease a commit found lost. Listeners added with
+    :meth:`partitions` gives the processors the leases to commit each partition's work under;
+    :meth:`lost` drops a lease a commit found lost. Listeners added with
     :meth:`on_change` are called (on the group's thread) whenever the held set changes.
     """
 
@@ -88,7 +85,6 @@ class PartitionGroup:
         self._thread: threading.Thread | None = None
         self._names = [partitions.lease_name(app.name, i) for i in range(self.count)]
         self._index = {name: i for i, name in enumerate(self._names)}
-        self._singletons = [partitions.singleton_lease_name(app.name, r) for r in SINGLETONS]
         self._member = partitions.member_lease_name(app.name, self.owner)
         self._member_lease: Lease | None = None
 
@@ -103,15 +99,6 @@ class PartitionGroup:
                 for name, (lease, deadline) in self._held.items()
                 if name in self._index and deadline > now
             }
-
-    def singleton(self, role: str) -> Lease | None:
-        """The lease of the singleton ``role`` (``"commands"``, ``"timers"``), if held now."""
-        name = partitions.singleton_lease_name(self.app.name, role)
-        with self._lock:
-            entry = self._held.get(name)
-        if entry is None or entry[1] <= time.monotonic():
-            return None
-        return entry[0]
 
     def lost(self, lease: Lease) -> None:
         """Drop ``lease`` (a commit found it lost); a later tick may claim it again."""
@@ -189,8 +176,6 @@ class PartitionGroup:
                 if self._claim(name):
                     wanted -= 1
                     changed = True
-        for name in self._free(leases, self._singletons):
-            changed |= self._claim(name)
         if changed:
             self._changed()
 

@@ -30,6 +30,15 @@ class GaveUp:
     attempts: int
 
 
+@attrs.frozen
+class AttemptFailed:
+    """One attempt failed and may be retried, but the job asked the pool not to retry it
+    (a consumer group retries through the server: ``attempts`` so far, over every delivery)."""
+
+    reason: str
+    attempts: int
+
+
 def invoke(
     handler: HandlerRegistration, command: Any, command_id: str
 ) -> Sequence[Any] | HandlerFailure:

@@ -1,5 +1,6 @@
 """Partitions as the operator sees them: joining a group from the CLI, and ``decider status``'s
-partition listing (owner, lease expiry, checkpoint and lag per workflow processor)."""
+partition listing (owner, lease expiry, checkpoint and lag per processor: each workflow
+processor, the command processor and the timer processor)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ import attrs
 from decider.processors import decoding, partitions, streams
 from decider.processors.app import App
 from decider.processors.group import PartitionGroup
+from decider.processors.messages import RETRIED
 from decider.stores import LeaseStore
-from decider.stores.protocol import CheckpointStore, EventStore
+from decider.stores.protocol import CheckpointStore, EventStore, Filter, TransactionalStore
 
 LAG_CAP = 10_000
 """Lag is counted up to this many inputs (a larger lag shows as ``>=`` it)."""
@@ -22,7 +24,8 @@ def join_group(store: EventStore, app: App, mode: str, ttl: float) -> PartitionG
     """The group ``decider run --partitions MODE`` joins: ``None`` for ``all`` (this process
     does all the work), a :class:`PartitionGroup` for ``auto``.
 
-    Raises ``ValueError`` naming the problem if the store keeps no leases, or
+    Raises ``ValueError`` naming the problem if the store keeps no leases or cannot fence a
+    commit with one (EventStoreDB without an atomic multi-stream append), or
     :class:`~decider.processors.partitions.PartitionCountMismatch` (a ``ValueError``) if the
     store records another partition count than the app's.
     """
@@ -31,7 +34,13 @@ def join_group(store: EventStore, app: App, mode: str, ttl: float) -> PartitionG
     if not isinstance(store, LeaseStore):
         raise ValueError(
             f"{type(store).__name__} keeps no leases, which --partitions auto needs "
-            "(SQLite, PostgreSQL and memory stores keep them)"
+            "(SQLite, PostgreSQL, EventStoreDB and memory stores keep them)"
+        )
+    if not isinstance(store, TransactionalStore):
+        raise ValueError(
+            f"{type(store).__name__} cannot fence a commit with its lease (it has no atomic "
+            "multi-stream append), which --partitions auto needs: on EventStoreDB use "
+            "KurrentDB 25.1+ with kurrentdbclient (see docs/esdb.md), or --partitions all"
         )
     partitions.ensure_count(store, app)
     return PartitionGroup(store, app, ttl=ttl)
@@ -39,7 +48,7 @@ def join_group(store: EventStore, app: App, mode: str, ttl: float) -> PartitionG
 
 @attrs.frozen
 class ProcessorLag:
-    """One workflow processor's checkpoint in a partition and its inputs after it."""
+    """One processor's checkpoint in a partition and its inputs after it."""
 
     processor: str
     checkpoint: int | None
@@ -49,7 +58,7 @@ class ProcessorLag:
 
 @attrs.frozen
 class PartitionRow:
-    """One partition: its lease (owner ``None``: free) and each workflow processor's lag."""
+    """One partition: its lease (owner ``None``: free) and each processor's lag."""
 
     partition: int
     owner: str | None
@@ -66,16 +75,14 @@ def partition_rows(store: EventStore, app: App) -> list[PartitionRow]:
     if not store.read_stream(partitions.count_stream(app.name), 0, 1):
         return []
     leases = {lease.partition: lease for lease in store.leases()}
+    processors = _processors(app)
     rows = []
     for number in range(app.partitions):
         lease = leases.get(partitions.lease_name(app.name, number))
         lags = []
-        for name, registration in app.workflows.items():
-            processor = streams.workflow_processor_name(app.name, name)
+        for processor, inputs in processors:
             checkpoint = store.load_checkpoint(partitions.checkpoint_name(processor, number))
-            behind = store.read_all(
-                checkpoint, LAG_CAP, decoding.workflow_filter(registration.inputs)
-            )
+            behind = store.read_all(checkpoint, LAG_CAP, inputs)
             lags.append(ProcessorLag(processor, checkpoint, len(behind)))
         rows.append(
             PartitionRow(
@@ -87,6 +94,23 @@ def partition_rows(store: EventStore, app: App) -> list[PartitionRow]:
             )
         )
     return rows
+
+
+def _processors(app: App) -> list[tuple[str, Filter]]:
+    """Every processor of ``app`` and the filter of its inputs."""
+    found = [
+        (streams.workflow_processor_name(app.name, name), decoding.workflow_filter(r.inputs))
+        for name, r in app.workflows.items()
+    ]
+    ledger = streams.parked_stream(app.name)
+    found.append(
+        (
+            streams.command_processor_name(app.name),
+            decoding.command_filter(app.workflows, ledger, RETRIED),
+        )
+    )
+    found.append((streams.timer_processor_name(app.name), decoding.timer_filter(app.workflows)))
+    return found
 
 
 def partition_lines(rows: list[PartitionRow]) -> list[str]:

@@ -1,7 +1,7 @@
 """Partitions of an app's work: which partition an instance belongs to, and the names and
 records kept for them in the store.
 
-An app's workflow work splits into ``count`` partitions (:attr:`App.partitions
+An app's work splits into ``count`` partitions (:attr:`App.partitions
 <decider.processors.app.App.partitions>`, 16 by default). An input belongs to the partition of
 the instance stream it is routed to: ``crc32(stream) % count``, a hash that is the same in every
 process and on every machine (Python's ``hash()`` is salted per process, so it is not used).
@@ -12,8 +12,8 @@ partitions it holds (see :mod:`decider.processors.group`).
 The count an app runs with is recorded once in the store (``decider-partitions-<app>``): a
 process started with another count refuses (:class:`PartitionCountMismatch`), since the same
 instance would then belong to two partitions with different checkpoints. Changing it is a
-documented procedure (docs/scaling.md): stop every process, then delete that stream and the
-partition checkpoints (inputs are handled once per instance, so a replay does nothing twice).
+documented procedure (docs/scaling.md, "Choosing P"): stop every process, delete that stream,
+and save every processor's checkpoint of each new partition as the lowest of the old ones.
 """
 
 from __future__ import annotations
@@ -70,11 +70,6 @@ def lease_name(app: str, partition: int) -> str:
     'shop/3'
     """
     return f"{app}/{partition}"
-
-
-def singleton_lease_name(app: str, role: str) -> str:
-    """The lease of a processor of which one process runs the only active copy (``role``)."""
-    return f"{app}/{role}"
 
 
 def member_lease_name(app: str, owner: str) -> str:

@@ -41,11 +41,12 @@ from decider.processors import logs, telemetry
 from decider.processors.app import HandlerRegistration
 from decider.processors.clock import Clock, Signal
 from decider.processors.event_loop import EventLoop
-from decider.processors.handlers import GaveUp, invoke, invoke_async
+from decider.processors.handlers import AttemptFailed, GaveUp, invoke, invoke_async
 from decider.processors.retry import HandlerFailure
 
-Conclusion = Sequence[Any] | GaveUp
-"""What a command came to: the handler's results, or why it is given up (to be parked)."""
+Conclusion = Sequence[Any] | GaveUp | AttemptFailed
+"""What a command came to: the handler's results, or why it is given up (to be parked), or
+(for a job that is not retried here) that an attempt failed and may be retried elsewhere."""
 
 
 @attrs.define(eq=False)
@@ -62,6 +63,10 @@ class Job:
     trace: Any = attrs.Factory(telemetry.capture)
     """The trace context it was submitted in (the command's span): its calls and conclusion
     go on in it."""
+    retry_here: bool = True
+    """Whether a retryable failure is retried by the pool (after the back-off); if not, the
+    job concludes with :class:`~decider.processors.handlers.AttemptFailed` (a consumer group
+    retries through the server). ``attempts`` may then start at the earlier deliveries'."""
 
 
 @attrs.frozen
@@ -358,6 +363,9 @@ class CommandPool:
         policy = job.handler.retry
         if not outcome.retryable or job.attempts >= policy.max_attempts:
             self._conclude(job, GaveUp(outcome.reason, job.attempts))
+            return
+        if not job.retry_here:
+            self._conclude(job, AttemptFailed(outcome.reason, job.attempts))
             return
         delay = policy.delay(job.attempts, self._random)
         self.log.warning(

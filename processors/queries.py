@@ -49,6 +49,15 @@ class InstanceView:
     state: Any
     status: Lifecycle
 
+    @property
+    def version(self) -> str | None:
+        """The workflow version the instance began under (recorded in ``Began``'s metadata),
+        or ``None`` for a workflow without a ``version``."""
+        for entry in self.history:
+            if entry.metadata.workflow_version is not None:
+                return entry.metadata.workflow_version
+        return None
+
 
 @attrs.frozen
 class InstanceStatus:
@@ -171,21 +180,33 @@ def retry_parked(store: EventStore, app: App, command_id: str) -> str:
         if command_id not in found:
             raise NotParked(app.name, command_id)
         command, park = found[command_id]
-        request = ParkedCommandRetried(
-            command_id=command.command_id,
-            command_type=command.command_type,
-            stream=command.stream,
-            revision=command.revision,
-        )
-        # One request per park: a command parked again may be retried again.
-        new_id = event_id(stream, f"{command_id}/retry/{park.id}", 0)
-        metadata = Metadata(message_id=str(new_id), causation_id=command_id)
-        type_name, data, encoded = app.codec.encode_envelope(Envelope(request, metadata))
-        new = NewEvent(new_id, type_name, data, encoded)
+        new = retry_request(app, command, park)
         try:
             # The ledger as read: a request written since (by another call) is seen next turn.
             store.append(stream, [new], ledger[-1].revision)
         except WrongExpectedVersion:
             continue
-        return str(new_id)
+        return str(new.id)
     raise ConflictsExhausted(stream, _RACES)
+
+
+def parked_now(app: App, store: EventStore) -> dict[str, tuple[ParkedCommand, RecordedEvent]]:
+    """The commands of ``app`` parked now, by command id, each with its last park record."""
+    ledger = read_stream(store, streams.parked_stream(app.name))
+    return {command.command_id: (command, record) for command, record in _parked(app, ledger)}
+
+
+def retry_request(app: App, command: ParkedCommand, park: RecordedEvent) -> NewEvent:
+    """The ledger's request to retry ``command`` after its park record ``park``: one id per
+    park (whoever asks), so a command parked again may be retried again."""
+    stream = streams.parked_stream(app.name)
+    request = ParkedCommandRetried(
+        command_id=command.command_id,
+        command_type=command.command_type,
+        stream=command.stream,
+        revision=command.revision,
+    )
+    new_id = event_id(stream, f"{command.command_id}/retry/{park.id}", 0)
+    metadata = Metadata(message_id=str(new_id), causation_id=command.command_id)
+    type_name, data, encoded = app.codec.encode_envelope(Envelope(request, metadata))
+    return NewEvent(new_id, type_name, data, encoded)

@@ -30,12 +30,13 @@ class ReplayGuard:
         self._end: int | None = None
         self._high: int | None = None
         self._parked_ids: set[str] | None = None
+        self._start: int | None = None
 
-    def restart(self, concluded_mark: int | None = None) -> None:
-        """A new subscription: what it delivers before catching up may be a replay (on a
-        transactional store: only up to ``concluded_mark``)."""
+    def restart(self, concluded_mark: int | None = None, start: int | None = None) -> None:
+        """A new subscription after ``start``: what it delivers before catching up may be a
+        replay (on a transactional store: only up to ``concluded_mark``)."""
         self._open, self._end, self._parked_ids = True, None, None
-        self._high = concluded_mark
+        self._high, self._start = concluded_mark, start
 
     def caught_up(self, position: int | None) -> None:
         """History (and so any replay of work done before a crash) ends at ``position``."""
@@ -64,7 +65,7 @@ class ReplayGuard:
         if self.store.read_stream(streams.results_stream(handler, command_id), 0, 1):
             return True
         if self._parked_ids is None:
-            self._parked_ids = self._parked_since(committed)
+            self._parked_ids = self._parked_since(self._start)
         return str(park_record_id(self.ledger, command_id, round_key)) in self._parked_ids
 
     def _parked_since(self, position: int | None) -> set[str]:

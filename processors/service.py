@@ -26,8 +26,10 @@ from typing import Any
 from decider.processors import service_metrics
 from decider.processors.app import App
 from decider.processors.base import Context, Processor
+from decider.processors.cache import DEFAULT_CACHE_SIZE
 from decider.processors.clock import Clock, Signal, SystemClock
 from decider.processors.command_processor import CommandProcessor
+from decider.processors.consumer_group import ConsumerGroupCommandProcessor, check_consumer_group
 from decider.processors.errors import ProcessorDied
 from decider.processors.group import PartitionGroup
 from decider.processors.pool import HandlerLoad
@@ -50,6 +52,11 @@ class Service:
     WARNING: a handler's side effects outside the store may happen more than once (after a
     crash or a retry); handlers receive the command id as an idempotency key for that.
 
+    ``consumer_group`` (EventStoreDB/KurrentDB only; ``""``: the default name): the command
+    processor takes the commands from that persistent subscription, shared out by the server
+    between every process that joins it (:mod:`decider.processors.consumer_group`); a
+    ``ValueError`` on any other store, or with a partition ``group``.
+
     Each module logs to its own logger under ``decider`` (``decider.processors.service``,
     ``decider.processors.base``...), with context in ``extra`` fields (``processor``,
     ``stream``, ``position``, ``command_id``, ``event_type``). ``logger``, if given, takes
@@ -63,9 +70,10 @@ class Service:
         clock: Clock | None = None,
         *,
         batch_size: int = 500,
-        cache_size: int = 20_000,
+        cache_size: int = DEFAULT_CACHE_SIZE,
         logger: logging.Logger | None = None,
         group: PartitionGroup | None = None,
+        consumer_group: str | None = None,
     ) -> None:
         if not isinstance(store, CheckpointStore):
             raise TypeError(
@@ -76,6 +84,8 @@ class Service:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         if not app.workflows:
             raise ValueError(f"app {app.name!r} has no workflow to run")
+        if consumer_group is not None:
+            check_consumer_group(store, group)
         self.app = app
         self.store = store
         self.clock: Clock = clock or SystemClock()
@@ -87,6 +97,9 @@ class Service:
         self.group = group
         """The group this service shares the app's work with (``None``: it does all of it);
         started and stopped (its leases released) with the service."""
+        self.consumer_group = consumer_group
+        """The EventStoreDB/KurrentDB consumer group the command processor joins (``""``:
+        the default name, the processor's; ``None``: a catch-up subscription, no group)."""
         if group is not None:
             group.on_change(self._leases_changed)
         self.processors: list[Processor] = []
@@ -129,7 +142,12 @@ class Service:
                 )
                 for registration in self.app.workflows.values()
             ]
-            self.processors += [CommandProcessor(context), TimerProcessor(context)]
+            commands = (
+                CommandProcessor(context)
+                if self.consumer_group is None
+                else ConsumerGroupCommandProcessor(context, self.consumer_group or None)
+            )
+            self.processors += [commands, TimerProcessor(context)]
             if self.group is not None:
                 self.group.start()
             self._threads = [

@@ -12,14 +12,17 @@ transaction: a crash in between loses only the snapshot, and the next cold load 
 events instead. A snapshot that no longer decodes, or whose ``state_version`` is not the
 workflow's, is ignored (a warning is logged) and replaced by the next one written.
 
-The handled input message ids travel in the snapshot (:class:`~decider.StateCodec`), so an
-input redelivered after a restore is still recognised and skipped.
+A snapshot keeps the state only, not the message ids of the inputs the instance handled (for
+a long history they cost more to read back than the state): the workflow processor looks an
+input that the ids of the events after the snapshot do not account for up in the store
+(:class:`~decider.stores.protocol.IdLookupStore`), so an input redelivered after a restore is
+still recognised and skipped. Snapshots are therefore taken only on a store that can look ids
+up (memory, SQLite and PostgreSQL all can).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
 from typing import Any
 
 from decider import (
@@ -31,9 +34,8 @@ from decider import (
     snapshot_due,
 )
 from decider.codec import Codec
-from decider.processors.cache import CachedInstance
 from decider.stores.errors import StoreError
-from decider.stores.protocol import EventStore, Snapshot, SnapshotStore
+from decider.stores.protocol import EventStore, IdLookupStore, Snapshot, SnapshotStore
 
 _KNOWN_LIMIT = 100_000
 """How many streams' last snapshot versions are remembered (then the memory starts afresh)."""
@@ -44,6 +46,9 @@ class Snapshots:
 
     Raises :class:`~decider.WorkflowDefinitionError` at construction if the workflow asks for
     snapshots but its state type cannot be known (see :func:`decider.snapshots.state_type_of`).
+    WARNING: a store that is a :class:`~decider.stores.protocol.SnapshotStore` but not an
+    :class:`~decider.stores.protocol.IdLookupStore` gets no snapshots (an input older than the
+    snapshot could not be recognised as handled).
     """
 
     def __init__(
@@ -57,7 +62,11 @@ class Snapshots:
         self.log = log
         self.store: SnapshotStore | None = None
         self.states: StateCodec[Any] | None = None
-        if workflow.snapshot_every is not None and isinstance(store, SnapshotStore):
+        if (
+            workflow.snapshot_every is not None
+            and isinstance(store, SnapshotStore)
+            and isinstance(store, IdLookupStore)
+        ):
             self.store = store
             self.states = StateCodec(workflow, codec)
         self._known: dict[str, int] = {}
@@ -70,7 +79,7 @@ class Snapshots:
         """Whether snapshots are read and written."""
         return self.store is not None
 
-    def restore(self, stream: str) -> CachedInstance | None:
+    def restore(self, stream: str) -> Instance[Any] | None:
         """The instance of ``stream`` as its latest usable snapshot holds it, or ``None``.
 
         A snapshot of another state version or that does not decode is ignored (logged);
@@ -108,14 +117,11 @@ class Snapshots:
             return None
         self.restored += 1
         self._known[stream] = restored.instance.version
-        return CachedInstance(restored.instance, set(restored.handled))
+        return restored.instance
 
-    def committed(
-        self, stream: str, before: int, instance: Instance[Any], *handled: Collection[str]
-    ) -> None:
-        """After ``stream`` went from ``before`` events to ``instance``, which has handled the
-        message ids of the ``handled`` collections: write a snapshot if one is due. A failure to
-        write it is logged, never raised (a snapshot is a cache)."""
+    def committed(self, stream: str, before: int, instance: Instance[Any]) -> None:
+        """After ``stream`` went from ``before`` events to ``instance``: write a snapshot if one
+        is due. A failure to write it is logged, never raised (a snapshot is a cache)."""
         if self.store is None or self.states is None:
             return
         after = instance.version
@@ -125,7 +131,7 @@ class Snapshots:
         if not (snapshot_due(self.workflow, before, after) or since >= every):
             return
         try:
-            data = self.states.encode(instance, set().union(*handled))
+            data = self.states.encode(instance)
             snapshot = Snapshot(after - 1, self.workflow.state_version, data)
             self.store.save_snapshot(stream, snapshot)
         except (StoreError, WorkflowDefinitionError) as exc:

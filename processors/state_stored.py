@@ -4,8 +4,11 @@ Registered with ``app.workflow(workflow, inputs=..., stored="state")`` on a stor
 :class:`~decider.stores.protocol.StateStore` (SQLite, PostgreSQL). For each input the processor
 routes it, loads the instance's row (cache, else the store), skips it if the instance already
 handled its message id, decides and translates (:func:`decider.handle`) and folds the events
-with ``evolve`` (:func:`decider.advance`), exactly as the event-sourced variant does. What it
-keeps differs:
+with ``evolve`` (:func:`decider.advance`), exactly as the event-sourced variant does: the
+decoding, routing, deduplication and deciding are the same code
+(:mod:`decider.processors.deciding`), cancel requests included (``app.cancel``, ``decider
+cancel``: ``decide`` gets the request if the workflow lists ``decider.CancelRequested`` among
+its inputs, else the instance is cancelled at once). What it keeps differs:
 
 - the new state (with its lifecycle and the handled message ids, encoded by
   :class:`~decider.StateCodec`) replaces the row, if the row is still at the version it was
@@ -18,7 +21,10 @@ keeps differs:
 So an input is either fully recorded (state, outbox and checkpoint) or not at all: a crash
 between deciding and committing loses nothing, the input is delivered again and decided again.
 The instance stream holds no inputs (``Received``/``InitiatedBy``), so folding it does not give
-the state: :func:`load_instance` reads the row (``decider show`` prints it and the outbox).
+the state: :func:`load_instance` reads the row (``decider show`` prints it and the outbox). For
+the same reason the row keeps the message ids of every input the instance handled (there is
+no recorded input to look up); ``Cancelled``, ``Completed`` and ``Failed`` are in the outbox,
+so the timer processor drops the timers of an instance that ended, as for an event-sourced one.
 """
 
 from __future__ import annotations
@@ -37,18 +43,18 @@ from decider import (
     StateCodec,
     WorkflowEvent,
     advance,
+    began_version,
     event_id,
-    handle,
     start,
 )
 from decider.errors import DecodeError
-from decider.processors import decoding, streams
+from decider.processors import streams, telemetry
 from decider.processors.app import App, WorkflowRegistration
-from decider.processors.base import Context, Outcome, Processor, Skip
-from decider.processors.cache import CachedInstance, InstanceCache
+from decider.processors.base import Context, Outcome, Skip
+from decider.processors.cache import DEFAULT_CACHE_SIZE, CachedInstance, HandledIds, InstanceCache
+from decider.processors.deciding import DecidingProcessor, Routed, Work, WorkflowInputs
 from decider.processors.errors import AppDefinitionError
 from decider.processors.failures import call_user
-from decider.processors.messages import COMMAND_FAILED
 from decider.stores.errors import CorruptEvent
 from decider.stores.protocol import (
     ANY,
@@ -58,6 +64,7 @@ from decider.stores.protocol import (
     StateStore,
     StateWrite,
     StreamAppend,
+    TransactionalStore,
 )
 
 
@@ -68,15 +75,12 @@ class StateOutcome(Outcome):
     states: list[StateWrite] = attrs.Factory(list)
 
 
-@attrs.define
-class _Work:
+@attrs.define(kw_only=True)
+class _Work(Work):
     """One instance's part of a batch: the row's version it was read at, where it is now."""
 
     base_version: int
-    instance: Instance[Any]
-    handled: set[str]
     outbox: list[NewEvent] = attrs.Factory(list)
-    added: set[str] = attrs.Factory(set)
 
 
 def state_store(store: EventStore, workflow: str) -> StateStore:
@@ -110,11 +114,14 @@ def load_instance(
         raise CorruptEvent(stream, row.version, f"the state row does not decode: {exc}") from exc
 
 
-class StateStoredProcessor(Processor):
+class StateStoredProcessor(DecidingProcessor):
     """Runs one state-stored workflow of an app: routes, decides, writes row and outbox."""
 
     def __init__(
-        self, context: Context, registration: WorkflowRegistration, cache_size: int = 20_000
+        self,
+        context: Context,
+        registration: WorkflowRegistration,
+        cache_size: int = DEFAULT_CACHE_SIZE,
     ) -> None:
         super().__init__(context)
         self.registration = registration
@@ -122,9 +129,15 @@ class StateStoredProcessor(Processor):
         self.store = state_store(context.store, self.workflow.name)
         self.states = StateCodec(self.workflow, context.app.codec)
         self.name = streams.workflow_processor_name(context.app.name, self.workflow.name)
-        self.filter = decoding.workflow_filter(registration.inputs)
+        self.inputs = WorkflowInputs(context.app, registration, self.name, self.log)
+        self.filter = self.inputs.filter
         self.cache = InstanceCache(cache_size)
         self.handled = 0
+
+    def commit_together(self, events: Sequence[RecordedEvent], position: int) -> bool:
+        """Never: a state-stored commit (``commit_states``) takes one checkpoint and no lease,
+        so each partition commits on its own."""
+        return False
 
     # -- the policy ---------------------------------------------------------------------------
 
@@ -139,7 +152,7 @@ class StateStoredProcessor(Processor):
                 stream,
                 w.base_version,
                 w.instance.version,
-                self.states.encode(w.instance, w.handled | w.added),
+                self.states.encode(w.instance, [*w.handled, *w.added]),
             )
             for stream, w in work.items()
             if w.added
@@ -157,7 +170,14 @@ class StateStoredProcessor(Processor):
             super()._write(outcome)
             return
         position = outcome.position
-        checkpoint = None if position is None else (self.name, position)
+        name, lease = self.share.commit_fence()
+        if lease is not None:
+            # WARNING: checked just before the transaction, not in it (commit_states takes no
+            # lease): a process paused between the two could still commit once.
+            store = self.context.store
+            assert isinstance(store, TransactionalStore)
+            store.append_batch([], None, lease=lease)
+        checkpoint = None if position is None else (name, position)
         self.store.commit_states(outcome.states, outcome.appends, checkpoint)
         if position is not None:
             self.committed = position
@@ -172,51 +192,36 @@ class StateStoredProcessor(Processor):
     # -- one input ----------------------------------------------------------------------------
 
     def _decide(self, event: RecordedEvent, work: dict[str, _Work]) -> None:
-        if event.type == COMMAND_FAILED and streams.failed_stream_workflow(event.stream) != (
-            self.workflow.name
-        ):
-            return  # a failure fed back to another workflow's instance
-        codec = self.context.app.codec
-        try:
-            metadata = decoding.input_metadata(codec, event)
-            message = decoding.decode_message(codec, event)
-        except CorruptEvent as exc:
-            raise Skip(f"cannot decode the input: {exc.reason}") from exc
-        route = self.registration.inputs[event.type].route
-        instance_id = call_user("the route", route, message, metadata)
-        if not isinstance(instance_id, str) or not instance_id:
-            raise Skip(f"the route returned {instance_id!r:.200}, not an instance id")
-        stream = streams.instance_stream(self.workflow.name, instance_id)
+        routed = self.inputs.route(event)
+        if routed is None:
+            return
+        stream = routed.stream
         w = work.get(stream)
         if w is None:
             entry = self._load(stream)
-            w = _Work(entry.instance.version, entry.instance, entry.handled)
+            w = _Work(
+                base_version=entry.instance.version, instance=entry.instance, handled=entry.handled
+            )
             work[stream] = w
-        if metadata.message_id in w.handled or metadata.message_id in w.added:
-            self.log.debug("%s: %s already handled %s", self.name, stream, metadata.message_id)
+        # The row holds every handled id: the ids in memory are complete, nothing is looked up.
+        if self.inputs.already_handled(routed, w):
             return
-        events = call_user("deciding on the input", handle, self.workflow, w.instance, message)
-        outbox = call_user(
-            "encoding what decide returned", self._outbox, stream, instance_id, events, metadata
-        )
+        events = self.inputs.decide(w.instance, routed)
+        if not events:
+            return  # nothing to record (a cancel request for an instance not begun)
+        outbox = call_user("encoding what decide returned", self._outbox, routed, events)
         instance = call_user("evolving", advance, self.workflow, w.instance, events)
         # A state that cannot be stored skips this input here, not the batch at commit time.
         call_user("encoding the state", self.states.encode, instance)
         w.instance = instance
-        w.added.add(metadata.message_id)
+        w.added.add(routed.message_id)
         w.outbox.extend(outbox)
         self.handled += 1
 
-    def _outbox(
-        self,
-        stream: str,
-        instance_id: str,
-        events: list[WorkflowEvent[Any, Any]],
-        metadata: Metadata,
-    ) -> list[NewEvent]:
+    def _outbox(self, routed: Routed, events: list[WorkflowEvent[Any, Any]]) -> list[NewEvent]:
         """The events of an input's decision that go to the outbox: all but the input."""
         codec = self.context.app.codec
-        cause = metadata.message_id
+        stream, cause = routed.stream, routed.message_id
         new: list[NewEvent] = []
         for index, wf_event in enumerate(events):
             if isinstance(wf_event, Received | InitiatedBy):
@@ -224,11 +229,14 @@ class StateStoredProcessor(Processor):
             new_id = event_id(stream, cause, index)
             type_name, data = codec.encode_event(wf_event)
             recorded_at = self.context.clock.now() if isinstance(wf_event, Scheduled) else None
-            event_metadata = Metadata(
-                message_id=str(new_id),
-                correlation_id=instance_id,
-                causation_id=cause,
-                recorded_at=recorded_at,
+            event_metadata = telemetry.inject(
+                Metadata(
+                    message_id=str(new_id),
+                    correlation_id=routed.instance_id,
+                    causation_id=cause,
+                    recorded_at=recorded_at,
+                    workflow_version=began_version(self.workflow, wf_event),
+                )
             )
             new.append(NewEvent(new_id, type_name, data, codec.encode_metadata(event_metadata)))
         return new
@@ -240,7 +248,7 @@ class StateStoredProcessor(Processor):
             return entry
         row = self.store.load_state(stream)
         if row is None:
-            return CachedInstance(start(self.workflow), set())
+            return CachedInstance(start(self.workflow), HandledIds())
         try:
             restored = self.states.decode(row.data)
         except DecodeError as exc:
@@ -248,4 +256,4 @@ class StateStoredProcessor(Processor):
             raise Skip(f"the state row of {stream} does not decode: {exc}") from exc
         if restored.instance.version != row.version:
             raise Skip(f"the state row of {stream} holds version {restored.instance.version}")
-        return CachedInstance(restored.instance, set(restored.handled))
+        return CachedInstance(restored.instance, HandledIds(restored.handled))

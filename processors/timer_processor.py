@@ -17,6 +17,12 @@ if one of them ends the instance. Nothing is written for a dropped timer (the wo
 only record its message as ``Ignored``); it counts in :attr:`TimerProcessor.dropped`.
 WARNING: an instance that ends between that read and the append still gets the timer's
 message, which it records as ``Ignored``.
+
+In a group of processes (:mod:`decider.processors.sharing`), a timer belongs to the partition of
+the instance stream that scheduled it: a process queues and fires the timers of the partitions
+it holds, and each partition has its own checkpoint (``<app>.timers.p<n>``: just before its
+oldest pending timer), committed with its fired timers under the partition's lease. Other
+partitions' ``Scheduled`` events are passed over by their stream's name, without decoding them.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from __future__ import annotations
 import collections
 import heapq
 import threading
+from collections import defaultdict
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -34,6 +41,8 @@ from decider.codec import event_kind
 from decider.processors import decoding, streams, telemetry
 from decider.processors.base import Context, Outcome, Processor, Skip, Unit
 from decider.processors.clock import Signal
+from decider.processors.sharing import ALL, LeaseNotHeld
+from decider.stores import LeaseLost
 from decider.stores.errors import CorruptEvent
 from decider.stores.protocol import NO_STREAM, RecordedEvent, StreamAppend
 
@@ -58,6 +67,35 @@ class PendingTimer:
     """The revision of its ``Scheduled`` event in :attr:`stream`."""
     trace: Metadata | None = attrs.field(order=False, default=None)
     """The ``Scheduled`` event's metadata, for its trace context (the firing continues it)."""
+    key: int = attrs.field(order=False, default=ALL)
+    """The partition it belongs to (:data:`~decider.processors.sharing.ALL`: no group)."""
+
+
+class _Queued:
+    """The positions of one key's queued timers in log order, and those fired: the oldest
+    pending one bounds the key's checkpoint."""
+
+    def __init__(self) -> None:
+        # The heap is ordered by due time: scanning it on every wake cost time in proportion to
+        # the pending timers. Positions are queued in log order, so the oldest is the first one
+        # not fired yet.
+        self.order: collections.deque[int] = collections.deque()
+        self.fired: set[int] = set()
+
+    def oldest_pending(self, leaving: set[int]) -> int | None:
+        """The smallest position of a queued timer not fired and not in ``leaving`` (being
+        fired now). Amortised O(1): fired positions are dropped from the front, and all of them
+        once they outnumber the pending timers."""
+        order, fired = self.order, self.fired
+        while order and order[0] in fired:
+            fired.discard(order.popleft())
+        if 2 * len(fired) > len(order) + 128:  # more fired than pending: memory stays O(pending)
+            self.order = order = collections.deque(p for p in order if p not in fired)
+            fired.clear()
+        for position in order:
+            if position not in fired and position not in leaving:
+                return position
+        return None
 
 
 class TimerProcessor(Processor):
@@ -72,11 +110,9 @@ class TimerProcessor(Processor):
         self.dropped = 0
         self._heap: list[PendingTimer] = []
         self._heap_lock = threading.Lock()
-        # The checkpoint needs the oldest pending position, and the heap is ordered by due time:
-        # scanning it on every wake cost time in proportion to the pending timers. Positions
-        # are queued in log order, so the oldest is the first one not fired yet.
-        self._order: collections.deque[int] = collections.deque()
-        self._fired_positions: set[int] = set()
+        self._queued: dict[int, _Queued] = defaultdict(_Queued)
+        self._saved: dict[int, int | None] = {}
+        """Each key's checkpoint as last loaded or committed."""
         self._read_position: int | None = None
         self._wake = Signal()
         self._firer: threading.Thread | None = None
@@ -93,9 +129,9 @@ class TimerProcessor(Processor):
         """Read timers on this thread while a second thread fires them."""
         with self._heap_lock:
             self._heap.clear()
-            self._order.clear()
-            self._fired_positions.clear()
-        self._read_position = self.context.checkpoints.load_checkpoint(self.name)
+            self._queued.clear()
+        # Without a group the firer may store a checkpoint before the reader subscribes.
+        self._read_position = self.share.stored_mark(ALL) if self.context.group is None else None
         # The firer must end with the reader, not only on stop: after a reader failure, run()
         # resubscribes, and joining a firer that waits for the stop signal would hang until then.
         reader_done = Signal()
@@ -117,6 +153,12 @@ class TimerProcessor(Processor):
         super().stop()
         self._wake.set()
 
+    def starting(self) -> None:
+        """Everything up to the (lowest) checkpoint is queued or fired."""
+        self._saved = {key: self.share.mark(key) for key in self.share.held_keys()}
+        if self._read_position is None:
+            self._read_position = self.committed
+
     def halted(self) -> bool:
         """Whether the firing thread failed: the reader must end too, and resubscribe."""
         return self._firer_failed.is_set()
@@ -124,23 +166,59 @@ class TimerProcessor(Processor):
     def handle(self, batch: Sequence[RecordedEvent]) -> Outcome:
         """Read the batch's timers (queued once the skip records of malformed ones are
         committed; the firer commits the checkpoint)."""
+        return self._read_timers(batch, batch[-1].position)
+
+    def _read_timers(self, batch: Sequence[RecordedEvent], read: int | None) -> Outcome:
+        """Read ``batch``'s timers, queued once committed, and then read up to ``read``."""
         outcome = Outcome()
         timers: list[PendingTimer] = []
         for event in batch:
             self.step(event, outcome, lambda e: timers.append(self._timer(e)))
-        outcome.on_commit.append(lambda: self._queue(timers, batch[-1].position))
+        outcome.on_commit.append(lambda: self._queue(timers, read))
         return outcome
+
+    def process(self, batch: Sequence[RecordedEvent]) -> None:
+        """Read the batch's timers; in a group, only those of the partitions held, each
+        partition's skip records committed under its lease."""
+        if self.share.owned is None:
+            super().process(batch)
+            return
+        work: dict[int, list[RecordedEvent]] = defaultdict(list)
+        for event in batch:
+            key = self.share.key_of(event)
+            if key is not None:
+                work[key].append(event)
+        for key, events in work.items():
+            # Read up to the batch's end once every partition's timers are queued: a partition
+            # with none pending has its checkpoint at what was read.
+            outcome = self._read_timers(events, None)
+            try:
+                if outcome.appends:
+                    with self.share.fenced(key):
+                        self.commit_outcome(outcome, events)
+                else:
+                    for done in outcome.on_commit:
+                        done()
+            except (LeaseLost, LeaseNotHeld) as exc:
+                self.share.lease_gone(exc)
+        end = batch[-1].position
+        for key in self.share.held_keys():
+            self.share.committed_to(key, end)  # read up to there: what follows is new
+        self._queue([], end)
 
     def redo_units(self, batch: Sequence[RecordedEvent], outcome: Outcome) -> list[Unit]:
         """A timer stream written before with other ids: keep what is stored."""
         return [(None, lambda: self.keep_stored(outcome))]
 
-    def _queue(self, timers: list[PendingTimer], position: int) -> None:
+    def _queue(self, timers: list[PendingTimer], position: int | None) -> None:
         with self._heap_lock:
             for timer in timers:
                 heapq.heappush(self._heap, timer)
-                self._order.append(timer.position)
-            self._read_position = position
+                self._queued[timer.key].order.append(timer.position)
+            if position is not None and (
+                self._read_position is None or position > self._read_position
+            ):
+                self._read_position = position
         self._wake.set()
 
     def on_caught_up(self, item: object) -> None:
@@ -181,6 +259,7 @@ class TimerProcessor(Processor):
             stream=event.stream,
             revision=event.revision,
             trace=metadata if metadata.traceparent is not None else None,
+            key=self.share.partition(event),
         )
 
     # -- the firing thread ----------------------------------------------------------------
@@ -209,40 +288,81 @@ class TimerProcessor(Processor):
 
     def _fire_due(self) -> None:
         now = self.context.clock.now()
+        keys = self.share.held_keys()
         with self._heap_lock:
             due: list[PendingTimer] = []
             while self._heap and self._heap[0].due <= now:
                 due.append(heapq.heappop(self._heap))
-            oldest = self._oldest_pending({t.position for t in due})
+            leaving = {t.position for t in due}
+            oldest = {key: self._queued[key].oldest_pending(leaving) for key in keys}
             read = self._read_position
             self._firing = len(due)
-        checkpoint = read if oldest is None else oldest - 1
+        by_key: dict[int, list[PendingTimer]] = defaultdict(list)
+        for timer in due:
+            by_key[timer.key].append(timer)
+        idle_due = self.share.owned is None or self.share.idle_due()
+        fired: list[PendingTimer] = []
+        live_count, wrote = 0, False
+        held = self.share.held_now()
         try:
-            live = self._not_ended(due) if due else []
-            appends = [self._fired(timer) for timer in live]
-            wrote = bool(appends) or (checkpoint is not None and checkpoint != self.committed)
-            if wrote:
-                self.commit_outcome(Outcome(appends, checkpoint), [])
+            for key in keys:
+                mine = by_key.pop(key, [])
+                if not self.share.still_held(key, held):
+                    continue  # its partition moved on: the new owner fires its timers
+                first = oldest[key]
+                live = self._fire_key(key, mine, read if first is None else first - 1, idle_due)
+                if live is not None:
+                    fired.extend(mine)
+                    live_count += live
+                    wrote = True
         except Exception:
+            done = {id(timer) for timer in fired}
             with self._heap_lock:
                 for timer in due:
-                    heapq.heappush(self._heap, timer)
+                    if id(timer) not in done:
+                        heapq.heappush(self._heap, timer)
             raise
         finally:
             with self._heap_lock:
                 self._firing = 0
-        if due:
-            with self._heap_lock:
-                self._fired_positions.update(t.position for t in due)
-            self.fired += len(live)
-            self.dropped += len(due) - len(live)
+                for timer in fired:
+                    self._queued[timer.key].fired.add(timer.position)
+        self._fired_counted(fired, live_count, wrote)
+
+    def _fire_key(
+        self, key: int, due: list[PendingTimer], checkpoint: int | None, idle_due: bool
+    ) -> int | None:
+        """Fire ``key``'s ``due`` timers, with its checkpoint at ``checkpoint``, under its fence;
+        how many fired (the rest were of ended instances), ``None`` if nothing was committed."""
+        saved = self._saved.get(key)
+        if checkpoint is None or (saved is not None and checkpoint < saved):
+            checkpoint = saved  # read from a lower partition's checkpoint: not this far yet
+        moved = checkpoint is not None and checkpoint != saved
+        if not (due or (moved and idle_due)):
+            return None
+        live = self._not_ended(due) if due else []
+        appends = [self._fired(timer) for timer in live]
+        try:
+            with self.share.fenced(key):
+                self.commit_outcome(Outcome(appends, checkpoint if moved else None), [])
+        except (LeaseLost, LeaseNotHeld) as exc:
+            self.share.lease_gone(exc)
+            return None
+        if moved:
+            self._saved[key] = checkpoint
+        return len(live)
+
+    def _fired_counted(self, fired: list[PendingTimer], live: int, wrote: bool) -> None:
+        if fired:
+            self.fired += live
+            self.dropped += len(fired) - live
             self.log.info(
                 "%s fired %d timer(s), dropped %d of ended instances",
                 self.name,
-                len(live),
-                len(due) - len(live),
+                live,
+                len(fired) - live,
             )
-        if due or wrote:
+        if fired or wrote:
             self.context.progress()
 
     def _not_ended(self, due: list[PendingTimer]) -> list[PendingTimer]:
@@ -262,21 +382,6 @@ class TimerProcessor(Processor):
             return False
         later = self.context.store.read_stream(timer.stream, timer.revision + 1)
         return any(event_kind(record.type) in _ENDING_KINDS for record in later)
-
-    def _oldest_pending(self, leaving: set[int]) -> int | None:
-        """The smallest position of a queued timer not fired and not in ``leaving`` (being
-        fired now); called with the heap lock held. Amortised O(1): fired positions are dropped
-        from the front, and all of them once they outnumber the pending timers."""
-        order, fired = self._order, self._fired_positions
-        while order and order[0] in fired:
-            fired.discard(order.popleft())
-        if 2 * len(fired) > len(order) + 128:  # more fired than pending: memory stays O(pending)
-            self._order = order = collections.deque(p for p in order if p not in fired)
-            fired.clear()
-        for position in order:
-            if position not in fired and position not in leaving:
-                return position
-        return None
 
     def _fired(self, timer: PendingTimer) -> StreamAppend:
         stream = streams.timer_stream(timer.scheduled_id)

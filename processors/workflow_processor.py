@@ -8,14 +8,16 @@ decided on the state after the first, and the stream gets one append of both). C
 conflict loop (each input redone on its reloaded instance) and the skip records belong to the
 engine (:mod:`decider.processors.base`).
 
+Decoding, routing (cancel requests included), deduplication and deciding are shared with the
+state-stored variant (:mod:`decider.processors.deciding`). An instance keeps the ids of its
+latest :data:`~decider.processors.cache.RECENT_IDS` inputs in memory (and a snapshot keeps
+none): on a store that is an :class:`~decider.stores.protocol.IdLookupStore`, an input that
+is not among them is looked up by its decision's first event id, so a redelivered input is
+recognised however old it is.
+
 Lifecycles: an instance that ends (completed, failed or cancelled) leaves the cache, and an
-input that still comes is recorded as ``Ignored`` (:func:`decider.handle`). Every workflow
-processor also reads ``decider.CancelRequested``, but only from the cancel streams of its own
-instances (``decider-cancel-<instance stream>``, written by :meth:`App.cancel
-<decider.processors.app.App.cancel>` and ``decider cancel``): the request goes to the instance
-the stream names, through :func:`decider.handle_cancel` (``decide`` gets it if the workflow
-lists it among its inputs, else the instance is cancelled at once). The ``Began`` event of a
-workflow with a ``version`` records it in its metadata (:func:`decider.began_version`).
+input that still comes is recorded as ``Ignored`` (:func:`decider.handle`). The ``Began``
+event of a workflow with a ``version`` records it in its metadata (:func:`decider.began_version`).
 """
 
 from __future__ import annotations
@@ -26,10 +28,7 @@ from typing import Any
 import attrs
 
 from decider import (
-    REGISTRY,
-    CancelRequested,
     InitiatedBy,
-    Instance,
     Metadata,
     Received,
     Scheduled,
@@ -37,73 +36,70 @@ from decider import (
     advance,
     began_version,
     event_id,
-    handle,
-    handle_cancel,
     start,
 )
 from decider.codec import stored_type
 from decider.processors import decoding, streams, telemetry
 from decider.processors.app import WorkflowRegistration
-from decider.processors.base import Context, Outcome, Processor, Skip
-from decider.processors.cache import CachedInstance, InstanceCache
+from decider.processors.base import Context, Outcome, Skip
+from decider.processors.cache import (
+    DEFAULT_CACHE_SIZE,
+    RECENT_IDS,
+    CachedInstance,
+    HandledIds,
+    InstanceCache,
+)
+from decider.processors.deciding import DecidingProcessor, Routed, Work, WorkflowInputs
 from decider.processors.failures import UserCodeFailed, call_user
-from decider.processors.messages import COMMAND_FAILED
 from decider.processors.snapshots import Snapshots
 from decider.stores.errors import CorruptEvent
-from decider.stores.protocol import NO_STREAM, NewEvent, RecordedEvent, StreamAppend
+from decider.stores.protocol import (
+    NO_STREAM,
+    IdLookupStore,
+    NewEvent,
+    PipelinedStore,
+    RecordedEvent,
+    StreamAppend,
+)
 
-CANCEL_TYPE = REGISTRY.name_of(CancelRequested)
-"""The stored type name of :class:`decider.CancelRequested`, which every workflow processor
-reads (from its instances' cancel streams only)."""
+_PREFETCH_AT_ONCE = 64
+"""Stream reads a workflow processor has in flight at once (:meth:`WorkflowProcessor._prefetch`)."""
 
 
-@attrs.define
-class _Work:
+@attrs.define(kw_only=True)
+class _Work(Work):
     """One instance's part of a batch: where it started, where it is now, what to append."""
 
     base_revision: int
-    instance: Instance[Any]
-    handled: set[str]
-    """The cache entry's own set, read-only until the batch commits: copying it would cost
-    time in proportion to the instance's history on every input."""
     events: list[NewEvent] = attrs.Factory(list)
-    added: set[str] = attrs.Factory(set)
-    """The message ids handled in this batch, merged into ``handled`` once committed."""
 
 
-class WorkflowProcessor(Processor):
+class WorkflowProcessor(DecidingProcessor):
     """Runs one workflow of an app: routes, folds, decides and appends, in batches."""
 
-    partitioned = True
-
     def __init__(
-        self, context: Context, registration: WorkflowRegistration, cache_size: int = 20_000
+        self,
+        context: Context,
+        registration: WorkflowRegistration,
+        cache_size: int = DEFAULT_CACHE_SIZE,
     ) -> None:
         super().__init__(context)
         self.registration = registration
         self.workflow = registration.workflow
         self.name = streams.workflow_processor_name(context.app.name, self.workflow.name)
-        self.filter = decoding.workflow_filter({*registration.inputs, CANCEL_TYPE})
-        self._cancel_prefix = streams.cancel_stream(streams.instance_prefix(self.workflow.name))
-        self._decides_cancel = CANCEL_TYPE in registration.inputs
+        self.inputs = WorkflowInputs(context.app, registration, self.name, self.log)
+        self.filter = self.inputs.filter
         self.cache = InstanceCache(cache_size)
+        self._prefetched: dict[str, list[RecordedEvent]] = {}
         self.snapshots = Snapshots(self.workflow, context.app.codec, context.store, self.log)
+        store = context.store
+        self._ids: IdLookupStore | None = store if isinstance(store, IdLookupStore) else None
+        # Without a store to look ids up in, an instance keeps every id it handled.
+        self._recent_ids = None if self._ids is None else RECENT_IDS
         self.group_commits = 0
         self.handled = 0
 
     # -- in a group -----------------------------------------------------------------------
-
-    def partition_key(self, event: RecordedEvent) -> str:
-        """The instance stream ``event`` is routed to (routing is pure): its partition's key.
-        An input that cannot be routed belongs to its own stream's partition (and is skipped
-        there)."""
-        try:
-            message = decoding.decode_message(self.context.app.codec, event)
-            metadata = decoding.input_metadata(self.context.app.codec, event)
-            instance_id = self.registration.inputs[event.type].route(message, metadata)
-            return streams.instance_stream(self.workflow.name, instance_id)  # type: ignore[arg-type]
-        except Exception:  # the policy records why, in the partition that gets it
-            return event.stream
 
     def on_leases_changed(self) -> None:
         """Forget every cached instance: a partition held before may have moved on elsewhere."""
@@ -115,8 +111,12 @@ class WorkflowProcessor(Processor):
         """Decide every input of ``batch``: the instances' appends, then the skip records."""
         work: dict[str, _Work] = {}
         skips = Outcome(position=batch[-1].position)
-        for event in batch:
-            self.step(event, skips, lambda e: self._decide(e, work))
+        self._prefetch(batch)
+        try:
+            for event in batch:
+                self.step(event, skips, lambda e: self._decide(e, work))
+        finally:
+            self._prefetched.clear()
         appends = [
             StreamAppend(stream, w.events, NO_STREAM if w.base_revision < 0 else w.base_revision)
             for stream, w in work.items()
@@ -125,6 +125,27 @@ class WorkflowProcessor(Processor):
         appends.extend(skips.appends)
         grouped = len(appends) > 1 and self._transactional
         return Outcome(appends, skips.position, [lambda: self._remember(work, grouped=grouped)])
+
+    def _prefetch(self, batch: Sequence[RecordedEvent]) -> None:
+        """On a :class:`~decider.stores.protocol.PipelinedStore` (EventStoreDB), read the
+        streams of the batch's instances that are not cached all at once: one round trip, not
+        one per new instance. Only :meth:`_load` takes what is read, within this batch."""
+        if not self._pipelined:
+            return
+        prefix = streams.instance_prefix(self.workflow.name)
+        wanted = [
+            stream
+            for stream in dict.fromkeys(self.partition_key(event) for event in batch)
+            if stream.startswith(prefix) and stream not in self.cache
+        ]
+        if len(wanted) < 2:
+            return
+        store = self.context.store
+        assert isinstance(store, PipelinedStore)
+        for first in range(0, len(wanted), _PREFETCH_AT_ONCE):
+            part = wanted[first : first + _PREFETCH_AT_ONCE]
+            read = store.read_each([(stream, 0) for stream in part])
+            self._prefetched.update(zip(part, read, strict=True))
 
     def resync(self, stream: str) -> None:
         """After a conflict on ``stream``: catch its cached entry up, or drop it."""
@@ -138,7 +159,7 @@ class WorkflowProcessor(Processor):
     def _remember(self, work: dict[str, _Work], *, grouped: bool) -> None:
         self.group_commits += grouped
         for stream, w in work.items():
-            self.snapshots.committed(stream, w.base_revision + 1, w.instance, w.handled, w.added)
+            self.snapshots.committed(stream, w.base_revision + 1, w.instance)
             if w.instance.status.terminal:
                 # Nothing more is decided for it: an input that still comes is recorded as
                 # Ignored after a read of its stream. The cache keeps the instances that work.
@@ -151,57 +172,22 @@ class WorkflowProcessor(Processor):
 
     def _decide(self, event: RecordedEvent, work: dict[str, _Work]) -> None:
         """Decide ``event`` against its instance's state in ``work``, adding what to append."""
-        if event.type == COMMAND_FAILED and streams.failed_stream_workflow(event.stream) != (
-            self.workflow.name
-        ):
-            return  # a failure fed back to another workflow's instance
-        cancel = event.type == CANCEL_TYPE
-        if cancel and not event.stream.startswith(self._cancel_prefix):
-            return  # a request for another workflow's instance, or not from a cancel stream
-        codec = self.context.app.codec
-        try:
-            metadata = decoding.input_metadata(codec, event)
-        except CorruptEvent as exc:
-            raise Skip(f"cannot decode the input's metadata: {exc.reason}") from exc
-        try:
-            message = decoding.decode_message(codec, event)
-        except CorruptEvent as exc:
-            raise Skip(f"cannot decode the input: {exc.reason}") from exc
-        if cancel:
-            # The cancel stream names the instance: no route is asked.
-            instance_id = event.stream[len(self._cancel_prefix) :]
-        else:
-            route = self.registration.inputs[event.type].route
-            routed = call_user("the route", route, message, metadata)
-            if not isinstance(routed, str) or not routed:
-                raise Skip(f"the route returned {routed!r:.200}, not an instance id")
-            instance_id = routed
-        stream = streams.instance_stream(self.workflow.name, instance_id)
-        telemetry.annotate(
-            "route", {"decider.workflow": self.workflow.name, "decider.instance_id": instance_id}
-        )
+        routed = self.inputs.route(event)
+        if routed is None:
+            return
+        stream = routed.stream
         w = work.get(stream)
         if w is None:
             entry = self._load(stream)
-            w = _Work(entry.revision, entry.instance, entry.handled)
+            w = _Work(base_revision=entry.revision, instance=entry.instance, handled=entry.handled)
             work[stream] = w
         telemetry.annotate("load", {"decider.revision": w.base_revision})
         for fresh in (False, True):
-            if metadata.message_id in w.handled or metadata.message_id in w.added:
-                self.log.debug("%s: %s already handled %s", self.name, stream, metadata.message_id)
+            if self.inputs.already_handled(routed, w, self._lookup):
                 return
             try:
-                events = self._handle(w.instance, message, cancel=cancel)
-                new = call_user(
-                    "encoding what decide returned",
-                    self._encode,
-                    stream,
-                    instance_id,
-                    events,
-                    event,
-                    message,
-                    metadata,
-                )
+                events = self.inputs.decide(w.instance, routed)
+                new = call_user("encoding what decide returned", self._encode, routed, events)
                 instance = call_user("evolving", advance, self.workflow, w.instance, events)
                 break
             except UserCodeFailed:
@@ -210,33 +196,23 @@ class WorkflowProcessor(Processor):
                 if fresh or not self._caught_up(stream, w):
                     raise
         telemetry.annotate("decide", {"decider.events": len(new)})
+        if not new:
+            return  # nothing to record (a cancel request for an instance not begun)
         w.instance = instance
-        w.added.add(metadata.message_id)
+        w.added.add(routed.message_id)
         w.events.extend(new)
         self.handled += 1
 
-    def _handle(self, instance: Instance[Any], message: Any, *, cancel: bool) -> list[Any]:
-        """The events ``message`` adds to ``instance`` (a cancel request's, if ``cancel``)."""
-        if not cancel:
-            return call_user("deciding on the input", handle, self.workflow, instance, message)
-        if not isinstance(message, CancelRequested):
-            raise Skip(f"a cancel request decoded as {type(message).__name__}")
-        workflow, decides = self.workflow, self._decides_cancel
-        return call_user(
-            "deciding on the cancel request",
-            lambda: handle_cancel(workflow, instance, message, decides=decides),
-        )
+    def _lookup(self, stream: str, message_id: str) -> bool:
+        """Whether ``stream`` holds the decision on input ``message_id`` (its first event)."""
+        assert self._ids is not None  # only asked when the ids in memory are incomplete
+        first = event_id(stream, message_id, 0)
+        return first in self._ids.stored_ids(stream, [first])
 
-    def _encode(  # noqa: PLR0917
-        self,
-        stream: str,
-        instance_id: str,
-        events: list[WorkflowEvent[Any, Any]],
-        source: RecordedEvent,
-        message: object,
-        metadata: Metadata,
-    ) -> list[NewEvent]:
+    def _encode(self, routed: Routed, events: list[WorkflowEvent[Any, Any]]) -> list[NewEvent]:
         codec = self.context.app.codec
+        stream, instance_id, metadata = routed.stream, routed.instance_id, routed.metadata
+        source, message = routed.event, routed.message
         # The stored input can be copied as it is when it decoded without an upcaster.
         reuse = codec.registry.name_of(type(message)) == source.type
         cause = metadata.message_id
@@ -273,7 +249,7 @@ class WorkflowProcessor(Processor):
         if entry is not None:
             return entry
         try:
-            return self._refresh(stream)
+            return self._refresh(stream, self._prefetched.pop(stream, None))
         except CorruptEvent as exc:
             raise Skip(f"the instance stream cannot be folded: {exc}") from exc
 
@@ -291,23 +267,34 @@ class WorkflowProcessor(Processor):
         w.base_revision, w.instance, w.handled = entry.revision, entry.instance, entry.handled
         return True
 
-    def _refresh(self, stream: str) -> CachedInstance:
-        """Bring ``stream``'s entry up to date by reading only the events after it."""
-        entry = (
-            self.cache.get(stream)
-            or self.snapshots.restore(stream)
-            or CachedInstance(start(self.workflow), set())
-        )
-        records = self.context.store.read_stream(stream, entry.instance.version)
+    def _refresh(
+        self, stream: str, prefetched: list[RecordedEvent] | None = None
+    ) -> CachedInstance:
+        """Bring ``stream``'s entry up to date by reading only the events after it (taking
+        them from ``prefetched``, the whole stream read at the batch's start, if given)."""
+        entry = self.cache.get(stream)
+        if entry is None:
+            restored = self.snapshots.restore(stream)
+            entry = CachedInstance(
+                start(self.workflow) if restored is None else restored,
+                # A snapshot keeps no ids: those of the inputs before it are looked up.
+                HandledIds(limit=self._recent_ids, complete=restored is None),
+            )
+        version = entry.instance.version
+        if prefetched is None:
+            records = self.context.store.read_stream(stream, version)
+        else:
+            records = [record for record in prefetched if record.revision >= version]
         if not records:
             return entry
         codec = self.context.app.codec
         events = [decoding.decode_event(codec, record) for record in records]
-        handled = set(entry.handled)
-        for record in records:
-            cause = decoding.causation_of(codec, record)
-            if cause is not None:
-                handled.add(cause)
+        handled = entry.handled.copy()
+        handled.update(
+            cause
+            for cause in (decoding.causation_of(codec, record) for record in records)
+            if cause is not None
+        )
         instance = call_user("evolving", advance, self.workflow, entry.instance, events)
         fresh = CachedInstance(instance, handled)
         self.cache.put(stream, fresh)

@@ -142,6 +142,51 @@ def append_one(  # noqa: PLR0917
     return lambda: AppendResult(next_expected_revision=revision, position=one_row(written)[0])
 
 
+def append_if_plain(
+    sql: Statements,
+    connection: Connection,
+    stream: str,
+    events: Sequence[NewEvent],
+    expected: ExpectedRevision,
+    *,
+    now: datetime,
+) -> AppendResult | None:
+    """The whole append in one statement, in autocommit mode (one round trip, its own
+    transaction), if its expectation is plainly met (the exact revision, or ``NO_STREAM`` on a
+    missing stream); ``None`` (nothing written) otherwise, for the caller's full path.
+
+    Raises ``psycopg.errors.UniqueViolation`` when a concurrent writer took the revision
+    first: nothing is written, and the full path decides (idempotent or a conflict).
+    """
+    if type(expected) is int:
+        last = expected
+    elif expected is NO_STREAM:
+        last = -1
+    else:
+        return None
+    first = last + 1
+    if len(events) == 1:
+        [e] = events
+        values = (stream, first, e.id, e.type, e.data, e.metadata, now, stream, last)
+        rows = connection.execute(sql.append_one_if, values).fetchall()
+    else:
+        params = (
+            stream,
+            now,
+            list(range(first, first + len(events))),
+            [e.id for e in events],
+            [e.type for e in events],
+            [e.data for e in events],
+            [e.metadata for e in events],
+            stream,
+            last,
+        )
+        rows = connection.execute(sql.append_if, params).fetchall()
+    if not rows:
+        return None
+    return AppendResult(next_expected_revision=last + len(events), position=rows[0][0])
+
+
 def _plan(  # noqa: PLR0917
     sql: Statements,
     connection: Connection,
@@ -168,9 +213,15 @@ def _plan(  # noqa: PLR0917
             and not any((stream, i) in batch.written for i in ids)
         ):
             return {i: known[i] for i in ids if i in known}
-        rows = connection.execute(sql.find_ids, (stream, list(ids))).fetchall()
-        # One row per pair, at its latest revision (an id stored twice counts there).
-        return {i: (i, revision, position) for i, revision, position in rows}
+        # Planned for this stream each time (not prepared): a generic plan takes every stream
+        # for a short one and reads a long shared stream whole (see _postgres_sql.find_ids).
+        rows = connection.execute(sql.find_ids, (stream, list(ids)), prepare=False).fetchall()
+        # One row per id, at its latest revision (an id stored twice counts there).
+        found: dict[uuid.UUID, Stored] = {}
+        for i, revision, position in rows:
+            if i not in found or revision > found[i][1]:
+                found[i] = (i, revision, position)
+        return found
 
     return plan_append(
         stream, expected, last, [e.id for e in events], read_range=read_range, find_ids=find_ids

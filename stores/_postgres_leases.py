@@ -11,6 +11,8 @@ takeover waits for a commit in flight, and a commit after a takeover sees the ne
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import attrs
 import psycopg
 from psycopg.rows import TupleRow
@@ -41,6 +43,7 @@ class LeaseStatements:
     release: str
     read: str
     fence: str
+    fence_many: str
     all: str
 
     @classmethod
@@ -69,6 +72,10 @@ class LeaseStatements:
             ),
             read=f"SELECT {_COLUMNS} FROM {leases} WHERE partition = %s",
             fence=f"SELECT {_COLUMNS} FROM {leases} WHERE partition = %s FOR SHARE",
+            fence_many=(
+                f"SELECT {_COLUMNS} FROM {leases} WHERE partition = ANY(%s)"
+                " ORDER BY partition FOR SHARE"
+            ),
             all=f"SELECT {_COLUMNS} FROM {leases} ORDER BY partition",
         )
 
@@ -106,6 +113,22 @@ def fence(sql: LeaseStatements, connection: Connection, lease: Lease) -> None:
     current = None if row is None else _lease(row)
     if not holds(current, lease):
         raise LeaseLost(lease, current)
+
+
+def fence_all(sql: LeaseStatements, connection: Connection, leases: Sequence[Lease]) -> None:
+    """:func:`fence` for several partitions in one statement (their rows locked in partition
+    order): ``LeaseLost`` naming the first of ``leases`` no longer held."""
+    if len(leases) == 1:
+        fence(sql, connection, leases[0])
+        return
+    if not leases:
+        return
+    rows = connection.execute(sql.fence_many, ([lease.partition for lease in leases],))
+    current = {row[0]: _lease(row) for row in rows.fetchall()}
+    for lease in leases:
+        now = current.get(lease.partition)
+        if not holds(now, lease):
+            raise LeaseLost(lease, now)
 
 
 def read(sql: LeaseStatements, connection: Connection, partition: str) -> Lease | None:

@@ -8,6 +8,12 @@ single file. So the store notifies *after* its commits, from a connection of its
 and coalesces: while it sends, further commits only mark that another notification is due.
 A notification only says "look again": the readers trust the log, never the message.
 
+Under a steady stream of commits the thread sends at most one notification per
+:data:`MIN_INTERVAL`: each one is a round trip and a transaction on the server, and sending one
+per append cost about a third of the appends' client CPU with 16 writers (about 30 us an
+append). The first commit after a quiet spell is announced at once, so a wake-up waits at most
+that interval longer, and only while commits keep coming.
+
 WARNING: a process killed between a commit and its notification wakes nobody; the listeners of
 other processes still look again within their probe interval
 (:data:`decider.stores._postgres_listen.PROBE_INTERVAL`).
@@ -21,6 +27,9 @@ from collections.abc import Callable
 
 import psycopg
 from psycopg.rows import TupleRow
+
+MIN_INTERVAL = 0.005
+"""Seconds between the end of one notification and the next (commits meanwhile coalesce)."""
 
 
 class CommitAnnouncer:
@@ -39,14 +48,15 @@ class CommitAnnouncer:
         self._condition = threading.Condition()
         self._pending = False
         self._closed = False
+        self._closing = threading.Event()  # wakes the thread's pause between notifications
         self._thread: threading.Thread | None = None
         self._connection: psycopg.Connection[TupleRow] | None = None
 
     def announce(self) -> None:
         """Make sure a notification goes out after this call (from the sending thread)."""
         with self._condition:
-            if self._closed:
-                return
+            if self._closed or self._pending:
+                return  # pending: the thread has yet to take it, and sends after this commit
             self._pending = True
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
@@ -60,6 +70,7 @@ class CommitAnnouncer:
             self._closed = True
             self._condition.notify()
             thread = self._thread
+        self._closing.set()
         if thread is not None:
             thread.join(timeout)
 
@@ -72,6 +83,9 @@ class CommitAnnouncer:
                         return
                     self._pending = False
                 self._send()
+                # Coalesce the commits of the next few ms into one notification (a commit
+                # meanwhile only marks it pending: no wake-up per append).
+                self._closing.wait(MIN_INTERVAL)
         finally:
             if self._connection is not None:
                 self._connection.close()

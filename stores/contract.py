@@ -45,6 +45,7 @@ from hypothesis.stateful import run_state_machine_as_test
 from decider.stores._contract.extras import (
     CheckpointContract,
     ConcurrencyContract,
+    IdLookupContract,
     TransactionContract,
 )
 from decider.stores._contract.leases import LeaseContract
@@ -78,6 +79,7 @@ class EventStoreContract(
     LogContract,
     CheckpointContract,
     TransactionContract,
+    IdLookupContract,
     ConcurrencyContract,
     NameContract,
     LeaseContract,

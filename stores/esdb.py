@@ -21,8 +21,12 @@ a non-``$`` stream needs no admin rights on a secured node.
 
 Every client error is mapped to :mod:`decider.stores.errors` in :func:`map_error`.
 
+Leases (a :class:`~decider.stores.leases.LeaseStore`) live in one stream per partition, written
+with expected revisions (:mod:`decider.stores._esdb_leases`).
+
 WARNING: EventStoreDB cannot append to several streams in one transaction, so this store is
-not a :class:`~decider.stores.protocol.TransactionalStore`.
+not a :class:`~decider.stores.protocol.TransactionalStore` (KurrentDB 25.1+ can:
+:mod:`decider.stores._esdb_batch`), and it cannot fence a commit with its lease.
 """
 
 from __future__ import annotations
@@ -30,16 +34,17 @@ from __future__ import annotations
 import contextlib
 import enum
 import json
-import queue
 import re
 import sys
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from decider.stores._esdb_client import load
+from decider.stores._esdb_leases import EsdbLeases
+from decider.stores._esdb_pipeline import batch_append, first_failure
 from decider.stores._expectations import check_read_args, validate_append
 from decider.stores.errors import (
     StoreError,
@@ -48,6 +53,7 @@ from decider.stores.errors import (
     UnsupportedStoreURI,
     WrongExpectedVersion,
 )
+from decider.stores.leases import Lease
 from decider.stores.names import CHECKPOINT, DEFAULT, NameRules
 from decider.stores.protocol import (
     ALL,
@@ -55,13 +61,17 @@ from decider.stores.protocol import (
     EXISTS,
     NO_STREAM,
     AppendResult,
-    CaughtUp,
     ExpectedRevision,
     Filter,
     NewEvent,
     RecordedEvent,
+    StreamAppend,
 )
 from decider.stores.redact import redact_uri
+
+if TYPE_CHECKING:
+    from decider.stores._esdb_persistent import EsdbConsumerGroup
+    from decider.stores._esdb_subscription import EsdbSubscription
 
 CHECKPOINT_STREAM_PREFIX = "decider-checkpoint-"
 """Processor ``name`` keeps its position in stream ``decider-checkpoint-<name>``."""
@@ -72,7 +82,6 @@ CLIENT = load()
 """The client package in use: ``kurrentdbclient`` if installed, else ``esdbclient``."""
 
 _PAGE = 1000
-_QUEUE_SIZE = 1000
 _ACTUAL_REVISION = re.compile(r"Stream position of last event is (\d+) ")
 _STATE = CLIENT.stream_state
 _STATES = {NO_STREAM: _STATE.NO_STREAM, EXISTS: _STATE.EXISTS, ANY: _STATE.ANY}
@@ -173,112 +182,6 @@ def server_filter_is_exact(filter: Filter) -> bool:
     return not (filter.stream_prefixes and has_types)
 
 
-class EsdbSubscription:
-    """A catch-up subscription to ``$all`` over one EventStoreDB subscription call.
-
-    A background thread reads the gRPC stream into a bounded queue, so :meth:`poll` can wait
-    with a timeout; the thread blocks in gRPC (no polling) while nothing happens.
-    :class:`CaughtUp` is yielded once, with the last position the server considered (events
-    and checkpoints, also those the local filter dropped).
-    """
-
-    _END = object()
-
-    def __init__(self, client: Any, after_position: int | None, filter: Filter) -> None:
-        self._filter = filter
-        self._position = after_position
-        self._queue: queue.Queue[object] = queue.Queue(_QUEUE_SIZE)
-        self._stopped = threading.Event()
-        self._ended = False
-        try:
-            self._call = client.subscribe_to_all(
-                commit_position=after_position,
-                include_caught_up=True,
-                include_checkpoints=True,
-                **server_filter(filter),
-            )
-        except CLIENT.base_error as exc:
-            raise map_error(exc) from exc
-        self._thread = threading.Thread(target=self._pump, name="esdb-subscription", daemon=True)
-        self._thread.start()
-
-    @property
-    def stopped(self) -> bool:
-        """Whether :meth:`stop` was called."""
-        return self._stopped.is_set()
-
-    def __iter__(self) -> Iterator[RecordedEvent | CaughtUp]:
-        while (item := self.poll(None)) is not None:
-            yield item
-
-    def poll(self, timeout: float | None) -> RecordedEvent | CaughtUp | None:
-        """The next item, waiting up to ``timeout`` seconds; ``None`` on timeout or once
-        stopped. An error of the subscription call is raised here (mapped)."""
-        if self._stopped.is_set() or self._ended:
-            return None
-        try:
-            item = self._queue.get(timeout=timeout)
-        except queue.Empty:
-            return None
-        if item is self._END or self._stopped.is_set():
-            self._ended = True
-            return None
-        if isinstance(item, StoreError):
-            self._ended = True
-            raise item
-        assert isinstance(item, RecordedEvent | CaughtUp)
-        return item
-
-    def stop(self) -> None:
-        """End the subscription: cancel the call, wake a blocked :meth:`poll`."""
-        if self._stopped.is_set():
-            return
-        self._stopped.set()
-        self._call.stop()
-        # a full queue means poll is not blocked: it sees ``stopped`` next time
-        with contextlib.suppress(queue.Full):
-            self._queue.put_nowait(self._END)
-
-    def _put(self, item: object) -> bool:
-        # Blocks while the consumer is behind (back-pressure on the server), but wakes up to
-        # notice stop(); only a full queue makes this loop turn.
-        while not self._stopped.is_set():
-            try:
-                self._queue.put(item, timeout=0.2)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def _pump(self) -> None:
-        caught_up_sent = False
-        try:
-            for item in self._call:
-                if isinstance(item, CLIENT.caught_up):
-                    if not caught_up_sent:
-                        caught_up_sent = True
-                        if not self._put(CaughtUp(self._position)):
-                            return
-                elif isinstance(item, CLIENT.checkpoint):
-                    checkpoint = item.commit_position
-                    if checkpoint is not None and (
-                        self._position is None or checkpoint > self._position
-                    ):
-                        self._position = checkpoint
-                else:
-                    self._position = item.commit_position
-                    wanted = self._filter.matches(item.stream_name, item.type)
-                    if wanted and not self._put(_to_recorded(item)):
-                        return
-        except Exception as exc:
-            if not self._stopped.is_set():
-                self._put(map_error(exc))
-            return
-        # A subscription never ends by itself: the server went away (or cancelled the call).
-        if not self._stopped.is_set():
-            self._put(StoreUnavailable("EventStoreDB ended the subscription"))
-
-
 class EsdbEventStore:
     """An :class:`~decider.stores.protocol.EventStore` and
     :class:`~decider.stores.protocol.CheckpointStore` on EventStoreDB.
@@ -305,6 +208,7 @@ class EsdbEventStore:
         self._checkpoint_limited: set[str] = set()  # checkpoint streams given a $maxCount
         self._lock = threading.Lock()
         self._closed = False
+        self._leases = EsdbLeases(self)
 
     def __repr__(self) -> str:
         return f"EsdbEventStore({self._shown!r})"
@@ -320,6 +224,11 @@ class EsdbEventStore:
         validate_append(len(events), expected_revision)
         self.name_rules.check_append(stream, events)
         self._check_open()
+        if expected_revision is ANY or expected_revision is EXISTS:
+            # BatchAppend's answer has the revision, which the clients drop: no read for it
+            return first_failure(
+                batch_append(self._client, [StreamAppend(stream, events, expected_revision)])
+            )[0]
         current: Any = (
             expected_revision if isinstance(expected_revision, int) else _STATES[expected_revision]
         )
@@ -330,15 +239,48 @@ class EsdbEventStore:
                 current_version=current,
                 events=_to_new(events[0]) if len(events) == 1 else [_to_new(e) for e in events],
             )
-            if isinstance(expected_revision, int):
-                revision = expected_revision + len(events)
-            elif expected_revision is NO_STREAM:
-                revision = len(events) - 1
-            else:
-                revision, _ = self._locate(stream, events[-1].id, position)
+            revision = (
+                expected_revision + len(events)
+                if isinstance(expected_revision, int)
+                else len(events) - 1
+            )
         except CLIENT.base_error as exc:
             raise map_error(exc, stream, expected_revision) from exc
         return AppendResult(next_expected_revision=revision, position=position)
+
+    def append_each(self, appends: Sequence[StreamAppend]) -> list[AppendResult]:
+        """Apply each append independently (a :class:`~decider.stores.protocol.PipelinedStore`),
+        all of them on one ``BatchAppend`` call: one round trip (:mod:`._esdb_pipeline`)."""
+        for item in appends:
+            validate_append(len(item.events), item.expected_revision)
+            self.name_rules.check_append(item.stream, item.events)
+        self._check_open()
+        return first_failure(batch_append(self._client, appends))
+
+    def read_each(self, reads: Sequence[tuple[str, int]]) -> list[list[RecordedEvent]]:
+        """Each ``(stream, from_revision)`` as :meth:`read_stream` reads it, every read started
+        before the first answer is taken (a :class:`~decider.stores.protocol.PipelinedStore`)."""
+        for stream, from_revision in reads:
+            check_read_args(from_revision, None)
+            self.name_rules.check_stream(stream)
+        self._check_open()
+        found: list[list[RecordedEvent]] = []
+        with contextlib.ExitStack() as calls:
+            started = []
+            for stream, from_revision in reads:
+                try:
+                    call = self._client.read_stream(stream, stream_position=from_revision)
+                except CLIENT.base_error as exc:
+                    raise map_error(exc, stream) from exc
+                started.append((stream, calls.enter_context(call)))
+            for stream, events in started:
+                try:
+                    found.append([_to_recorded(e) for e in events])
+                except CLIENT.not_found:
+                    found.append([])
+                except CLIENT.base_error as exc:
+                    raise map_error(exc, stream) from exc
+        return found
 
     def _locate(
         self, stream: str, event_id: uuid.UUID, position: int | None = None
@@ -424,6 +366,8 @@ class EsdbEventStore:
     ) -> EsdbSubscription:
         """A catch-up subscription to ``$all`` after ``after_position`` (exclusive), filtered
         on the server as far as EventStoreDB allows."""
+        from decider.stores._esdb_subscription import EsdbSubscription
+
         self._check_open()
         subscription = EsdbSubscription(self._client, after_position, filter)
         with self._lock:
@@ -474,11 +418,64 @@ class EsdbEventStore:
             if name in self._checkpoint_limited:
                 return
             self._checkpoint_limited.add(name)
-        stream = CHECKPOINT_STREAM_PREFIX + name
+        self._limit_stream(CHECKPOINT_STREAM_PREFIX + name, 8)
+
+    def _limit_stream(self, stream: str, count: int) -> None:
+        """Let EventStoreDB keep only the last ``count`` events of ``stream``."""
         try:
-            self._client.set_stream_metadata(stream, metadata={"$maxCount": 8})
+            self._client.set_stream_metadata(stream, metadata={"$maxCount": count})
         except CLIENT.base_error as exc:
             raise map_error(exc, stream) from exc
+
+    def _last_event_each(self, streams: Sequence[str]) -> list[Any]:
+        """The client's record of each stream's last event (``None``: no stream), every read
+        started before the first answer is taken."""
+        self._check_open()
+        found: list[Any] = []
+        with contextlib.ExitStack() as calls:
+            started = []
+            for stream in streams:
+                try:
+                    call = self._client.read_stream(stream, backwards=True, limit=1)
+                except CLIENT.base_error as exc:
+                    raise map_error(exc, stream) from exc
+                started.append((stream, calls.enter_context(call)))
+            for stream, events in started:
+                try:
+                    found.append(next(iter(events), None))
+                except CLIENT.not_found:
+                    found.append(None)
+                except CLIENT.base_error as exc:
+                    raise map_error(exc, stream) from exc
+        return found
+
+    def claim_lease(self, partition: str, owner: str, ttl: float) -> Lease | None:
+        """Take the lease on ``partition`` for ``ttl`` seconds, or ``None`` if another owner
+        holds it (a :class:`~decider.stores.leases.LeaseStore`; a lease stream per partition
+        written with expected revisions, expiry by this host's clock:
+        :mod:`decider.stores._esdb_leases`)."""
+        return self._leases.claim(partition, owner, ttl)
+
+    def renew_lease(self, lease: Lease, ttl: float) -> Lease:
+        """Extend ``lease`` to ``ttl`` seconds from now (same epoch); ``LeaseLost`` if the
+        partition no longer has this owner and epoch."""
+        return self._leases.renew(lease, ttl)
+
+    def release_lease(self, lease: Lease) -> bool:
+        """Give the partition up (free at once); whether ``lease`` was still held."""
+        return self._leases.release(lease)
+
+    def leases(self) -> list[Lease]:
+        """Every partition's lease, held, expired or released, ordered by partition."""
+        return self._leases.all()
+
+    def consumer_group(self, name: str, filter: Filter) -> EsdbConsumerGroup:
+        """The persistent subscription to ``$all`` named ``name`` over ``filter``'s events
+        (:mod:`decider.stores._esdb_persistent`); the store is a
+        :class:`~decider.stores.consumer_groups.ConsumerGroupStore`."""
+        from decider.stores._esdb_persistent import EsdbConsumerGroup
+
+        return EsdbConsumerGroup(self, name, filter)
 
     def close(self) -> None:
         """Stop every subscription and close the connection; safe to call twice."""

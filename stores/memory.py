@@ -18,7 +18,15 @@ import attrs
 from decider.stores._expectations import Stored, check_read_args, plan_append, validate_append
 from decider.stores._snapshots import replaces
 from decider.stores.errors import StoreError
-from decider.stores.leases import Lease, LeaseLost, check_ttl, claimed, holds
+from decider.stores.leases import (
+    Lease,
+    LeaseLost,
+    batch_checkpoints,
+    batch_leases,
+    check_ttl,
+    claimed,
+    holds,
+)
 from decider.stores.names import CHECKPOINT, DEFAULT, NameRules
 from decider.stores.protocol import (
     ALL,
@@ -38,9 +46,10 @@ class MemoryEventStore:
 
     Implements :class:`~decider.stores.protocol.EventStore`,
     :class:`~decider.stores.protocol.CheckpointStore`,
-    :class:`~decider.stores.protocol.TransactionalStore`
-    :class:`~decider.stores.leases.LeaseStore` (leases of this process only) and
-    :class:`~decider.stores.protocol.SnapshotStore`. Appends are atomic and serialised by one
+    :class:`~decider.stores.protocol.TransactionalStore`,
+    :class:`~decider.stores.leases.LeaseStore` (leases of this process only),
+    :class:`~decider.stores.protocol.SnapshotStore` and
+    :class:`~decider.stores.protocol.IdLookupStore`. Appends are atomic and serialised by one
     lock; positions start at 1 and increase by one per event. Subscriptions wake on every
     append (no polling).
 
@@ -84,18 +93,24 @@ class MemoryEventStore:
         checkpoint: tuple[str, int] | None = None,
         *,
         lease: Lease | None = None,
+        checkpoints: Sequence[tuple[str, int]] = (),
+        leases: Sequence[Lease] = (),
     ) -> list[AppendResult]:
-        """Apply every append and the checkpoint atomically: all of them, or none; with a
-        ``lease``, only while it is still held (else :class:`~decider.stores.leases.LeaseLost`)."""
+        """Apply every append and every checkpoint atomically: all of them, or none; with
+        leases (``lease`` and ``leases``), only while every one is still held (else
+        :class:`~decider.stores.leases.LeaseLost` naming the first lost)."""
+        saved = batch_checkpoints(checkpoint, checkpoints)
+        fences = batch_leases(lease, leases)
         for item in appends:
             validate_append(len(item.events), item.expected_revision)
             self.name_rules.check_append(item.stream, item.events)
-        if checkpoint is not None:
-            self.name_rules.check(CHECKPOINT, checkpoint[0])
+        for name, _ in saved:
+            self.name_rules.check(CHECKPOINT, name)
         with self._lock:
             self._check_open()
-            if lease is not None and not holds(current := self._leases.get(lease.partition), lease):
-                raise LeaseLost(lease, current)
+            for fence in fences:
+                if not holds(current := self._leases.get(fence.partition), fence):
+                    raise LeaseLost(fence, current)
             log_length = len(self._log)
             results: list[AppendResult] = []
             try:
@@ -106,8 +121,7 @@ class MemoryEventStore:
             except BaseException:
                 self._undo(log_length)
                 raise
-            if checkpoint is not None:
-                name, position = checkpoint
+            for name, position in saved:
                 self._checkpoints[name] = position
         self._notifier.notify()
         return results
@@ -221,6 +235,14 @@ class MemoryEventStore:
         with self._lock:
             self._check_open()
             return self._snapshots.get(stream)
+
+    def stored_ids(self, stream: str, ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
+        """Those of ``ids`` that ``stream`` holds."""
+        self.name_rules.check_stream(stream)
+        with self._lock:
+            self._check_open()
+            by_id = self._ids.get(stream, {})
+            return {i for i in ids if i in by_id}
 
     def save_snapshot(self, stream: str, snapshot: Snapshot) -> None:
         """Keep ``snapshot`` unless the stored one is of its state version and later."""

@@ -34,8 +34,11 @@ it (read your writes): each write transaction holds an advisory lock on its own 
 ends, and a read waits on the locks of the transactions older than the store's last append
 that are still in flight (re-reading the horizon every few ms while an older transaction that
 is not an append runs). Another process sees an append once those older transactions end. An
-append is two round trips (pipeline mode): ``BEGIN`` and the stream's last revision; then the
-insert (which also takes the lock on the transaction's id) and ``COMMIT``.
+append whose expectation is plainly met (an exact revision, ``NO_STREAM`` on a new stream) is
+one statement in its own transaction, one round trip: the insert, only if the stream's last
+revision is the one expected, and the lock on the transaction's id. Any other append (or one
+that lost the race for its revision) takes two round trips (pipeline mode): ``BEGIN`` and the
+stream's last revision; then the expected-revision rule, the insert and ``COMMIT``.
 
 Schemas written by an older version (positions from an identity column under a schema-wide
 advisory lock) are migrated on open: the identity is dropped, nothing is rewritten, old
@@ -71,6 +74,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, ClassVar, TypeVar
@@ -80,17 +84,23 @@ from psycopg import conninfo as pgconninfo
 from psycopg.pq import TransactionStatus
 from psycopg.rows import TupleRow
 
-from decider.stores import _postgres_leases as leases
+from decider.stores import _postgres_leases as lease_rows
 from decider.stores._connections import ThreadConnections
 from decider.stores._expectations import check_read_args, validate_append
-from decider.stores._postgres_append import append_one, check_size, one_row, read_ahead
+from decider.stores._postgres_append import (
+    append_if_plain,
+    append_one,
+    check_size,
+    one_row,
+    read_ahead,
+)
 from decider.stores._postgres_listen import NotifyListener
 from decider.stores._postgres_notify import CommitAnnouncer
 from decider.stores._postgres_snapshots import PostgresSnapshots
 from decider.stores._postgres_sql import INDEX_BITS, Statements, decode, read_all_sql
 from decider.stores._postgres_state import PostgresStates
 from decider.stores.errors import PermanentStoreError, StoreError, StoreUnavailable
-from decider.stores.leases import Lease, check_ttl
+from decider.stores.leases import Lease, batch_checkpoints, batch_leases, check_ttl
 from decider.stores.names import CHECKPOINT, POSTGRES, NameRules
 from decider.stores.protocol import (
     ALL,
@@ -129,8 +139,11 @@ class PostgresEventStore:
 
     Implements :class:`~decider.stores.protocol.EventStore`,
     :class:`~decider.stores.protocol.CheckpointStore`,
-    :class:`~decider.stores.protocol.TransactionalStore`
-    and :class:`~decider.stores.leases.LeaseStore` (a lease table, the server's clock).
+    :class:`~decider.stores.protocol.TransactionalStore`,
+    :class:`~decider.stores.leases.LeaseStore` (a lease table, the server's clock),
+    :class:`~decider.stores.protocol.SnapshotStore`,
+    :class:`~decider.stores.protocol.IdLookupStore` and
+    :class:`~decider.stores.protocol.StateStore`.
     Appends are atomic and run in parallel; readers never skip a late commit;
     ``synchronous_commit`` sets the durability of a commit (see the module docstring).
     ``conninfo`` is anything libpq accepts (``postgresql://user@host:5432/db?sslmode=require``
@@ -226,10 +239,28 @@ class PostgresEventStore:
         self.name_rules.check_append(stream, events)
         check_size(len(events))
         now = datetime.now(UTC)
-        result = self._write(
-            lambda c: append_one(self._sql, c, stream, events, expected_revision, now)
-        )
+        result = self._append_plain(stream, events, expected_revision, now)
+        if result is None:
+            result = self._write(
+                lambda c: append_one(self._sql, c, stream, events, expected_revision, now)
+            )
         self._wrote(result.position)
+        return result
+
+    def _append_plain(
+        self, stream: str, events: Sequence[NewEvent], expected: ExpectedRevision, now: datetime
+    ) -> AppendResult | None:
+        """The append as one statement (one round trip) when its expectation is plainly met;
+        ``None`` when it is not, or a concurrent writer won the revision: nothing was written,
+        and :meth:`_write`'s full path (idempotency, conflicts) decides."""
+        with self._using() as connection:
+            try:
+                result = append_if_plain(self._sql, connection, stream, events, expected, now=now)
+            except psycopg.errors.UniqueViolation:
+                return None
+        if result is not None:
+            self._notifier.notify()
+            self._announcer.announce()
         return result
 
     def append_batch(
@@ -238,22 +269,24 @@ class PostgresEventStore:
         checkpoint: tuple[str, int] | None = None,
         *,
         lease: Lease | None = None,
+        checkpoints: Sequence[tuple[str, int]] = (),
+        leases: Sequence[Lease] = (),
     ) -> list[AppendResult]:
-        """Apply every append and the checkpoint in one transaction: all of them, or none; with
-        a ``lease``, only while it is still held (else
-        :class:`~decider.stores.leases.LeaseLost`); the check holds the lease's row against a
-        takeover until the commit."""
+        """Apply every append and every checkpoint in one transaction: all of them, or none;
+        with leases (``lease`` and ``leases``), only while every one is still held (else
+        :class:`~decider.stores.leases.LeaseLost` naming the first lost); the check holds the
+        leases' rows against a takeover until the commit."""
+        fences = batch_leases(lease, leases)
 
         def fence(connection: _Connection) -> None:
-            if lease is not None:
-                leases.fence(self._sql.leases, connection, lease)
+            lease_rows.fence_all(self._sql.leases, connection, fences)
 
-        return self._commit_batch(appends, checkpoint, fence)
+        return self._commit_batch(appends, batch_checkpoints(checkpoint, checkpoints), fence)
 
     def _commit_batch(
         self,
         appends: Sequence[StreamAppend],
-        checkpoint: tuple[str, int] | None,
+        checkpoints: Sequence[tuple[str, int]],
         first: Callable[[_Connection], None],
     ) -> list[AppendResult]:
         """``first`` (a lease's fence, the state rows), every append and the checkpoint, in one
@@ -261,8 +294,8 @@ class PostgresEventStore:
         for item in appends:
             validate_append(len(item.events), item.expected_revision)
             self.name_rules.check_append(item.stream, item.events)
-        if checkpoint is not None:
-            self.name_rules.check(CHECKPOINT, checkpoint[0])
+        for name, _ in checkpoints:
+            self.name_rules.check(CHECKPOINT, name)
         check_size(sum(len(item.events) for item in appends))
         now = datetime.now(UTC)
 
@@ -277,8 +310,8 @@ class PostgresEventStore:
                 )
                 for a in appends
             ]
-            if checkpoint is not None:
-                connection.execute(self._sql.save_checkpoint, checkpoint)
+            for saved in checkpoints:
+                connection.execute(self._sql.save_checkpoint, saved)
             return lambda: [result() for result in results]
 
         written = self._write(body)
@@ -291,23 +324,23 @@ class PostgresEventStore:
         :class:`~decider.stores.leases.LeaseStore`); ``None`` if another owner holds it."""
         check_ttl(ttl)
         with self._using() as connection:
-            return leases.claim(self._sql.leases, connection, partition, owner, ttl)
+            return lease_rows.claim(self._sql.leases, connection, partition, owner, ttl)
 
     def renew_lease(self, lease: Lease, ttl: float) -> Lease:
         """Extend ``lease`` by ``ttl`` seconds from now; ``LeaseLost`` if no longer held."""
         check_ttl(ttl)
         with self._using() as connection:
-            return leases.renew(self._sql.leases, connection, lease, ttl)
+            return lease_rows.renew(self._sql.leases, connection, lease, ttl)
 
     def release_lease(self, lease: Lease) -> bool:
         """Free the partition at once; whether ``lease`` was still held."""
         with self._using() as connection:
-            return leases.release(self._sql.leases, connection, lease)
+            return lease_rows.release(self._sql.leases, connection, lease)
 
     def leases(self) -> list[Lease]:
         """Every partition's lease, ordered by partition."""
         with self._using() as connection:
-            return leases.all_leases(self._sql.leases, connection)
+            return lease_rows.all_leases(self._sql.leases, connection)
 
     def read_stream(
         self, stream: str, from_revision: int = 0, limit: int | None = None
@@ -361,6 +394,16 @@ class PostgresEventStore:
         self.name_rules.check_stream(stream)
         return self._snapshots.load(self._using, stream)
 
+    def stored_ids(self, stream: str, ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
+        """Those of ``ids`` that ``stream`` holds, found through the (stream, event id) index."""
+        self.name_rules.check_stream(stream)
+        if not ids:
+            return set()
+        # Unprepared, as in an append: a long stream is read whole by a generic plan
+        # (_postgres_sql.find_ids).
+        rows = self._query(self._sql.find_ids, (stream, list(ids)), prepare=False)
+        return {row[0] for row in rows}
+
     def save_snapshot(self, stream: str, snapshot: Snapshot) -> None:
         """Keep ``snapshot`` unless the stored one is of its state version and later."""
         self.name_rules.check_stream(stream)
@@ -378,7 +421,9 @@ class PostgresEventStore:
     ) -> None:
         """Write every state (version-checked), append and the checkpoint in one transaction."""
         self._states.ensure(self._using)
-        self._commit_batch(appends, checkpoint, lambda c: self._states.write(c, writes))
+        self._commit_batch(
+            appends, batch_checkpoints(checkpoint, ()), lambda c: self._states.write(c, writes)
+        )
 
     def close(self) -> None:
         """Close every connection, stop the listening thread and end every subscription; safe
@@ -400,11 +445,17 @@ class PostgresEventStore:
         self._connections.check_open()
 
     def _query(
-        self, statement: str, params: tuple[object, ...], *, fetch: bool = True
+        self,
+        statement: str,
+        params: tuple[object, ...],
+        *,
+        fetch: bool = True,
+        prepare: bool | None = None,
     ) -> list[Any]:
-        """Run one statement in autocommit mode (its own transaction); its rows."""
+        """Run one statement in autocommit mode (its own transaction); its rows. ``prepare``:
+        as psycopg's (``False``: planned for its parameters every time)."""
         with self._using() as connection:
-            cursor = connection.execute(statement, params)
+            cursor = connection.execute(statement, params, prepare=prepare)
             return cursor.fetchall() if fetch else []
 
     def _write(self, body: Callable[[_Connection], Callable[[], _T]]) -> _T:

@@ -12,7 +12,8 @@ A stream that was never written reads as empty (``[]``): no store raises for a m
 stream on read.
 
 Optional abilities are separate protocols (:class:`CheckpointStore`, :class:`TransactionalStore`,
-:class:`SnapshotStore`, :class:`StateStore`), never methods that raise ``NotImplementedError``.
+:class:`PipelinedStore`, :class:`SnapshotStore`, :class:`IdLookupStore`, :class:`StateStore`),
+never methods that raise ``NotImplementedError``.
 """
 
 from __future__ import annotations
@@ -243,7 +244,9 @@ class TransactionalStore(Protocol):
         checkpoint: tuple[str, int] | None = None,
         *,
         lease: Lease | None = None,
-    ) -> list[AppendResult]:
+        checkpoints: Sequence[tuple[str, int]] = (),
+        leases: Sequence[Lease] = (),
+    ) -> Sequence[AppendResult]:
         """Apply every append and the checkpoint atomically: all of them, or none.
 
         Raises :class:`~decider.stores.errors.WrongExpectedVersion` (naming the first stream that
@@ -252,7 +255,33 @@ class TransactionalStore(Protocol):
         also a :class:`~decider.stores.leases.LeaseStore`), the same transaction checks that
         the partition still has the lease's owner and epoch, and otherwise raises
         :class:`~decider.stores.leases.LeaseLost` and writes nothing (fencing).
+        ``checkpoints`` and ``leases`` extend ``checkpoint`` and ``lease``: one commit may
+        carry the work of several partitions, each with its checkpoint and under its lease;
+        if any lease is lost, ``LeaseLost`` names the first (in the order given) and nothing
+        is written. The results
+        are in the appends' order; a store may look them up when they are first read (the
+        store must then still be open).
         """
+        ...
+
+
+@runtime_checkable
+class PipelinedStore(Protocol):
+    """A store that can have several independent appends, or reads, in flight at once (no
+    transaction): a processor's batch that spans streams then costs one round trip, not one
+    per stream."""
+
+    def append_each(self, appends: Sequence[StreamAppend]) -> list[AppendResult]:
+        """Apply each append as :meth:`EventStore.append` would, independently: each is atomic
+        and idempotent on its own, appends to one stream keep their order, and a failure of
+        one undoes none of the others. Waits for every answer, then raises the first failure
+        in the appends' order (the others may be written), else returns the results in order.
+        """
+        ...
+
+    def read_each(self, reads: Sequence[tuple[str, int]]) -> list[list[RecordedEvent]]:
+        """For each ``(stream, from_revision)``, what :meth:`EventStore.read_stream` returns,
+        the reads in flight at once."""
         ...
 
 
@@ -281,6 +310,21 @@ class SnapshotStore(Protocol):
     def save_snapshot(self, stream: str, snapshot: Snapshot) -> None:
         """Keep ``snapshot`` as ``stream``'s, unless the stored one is of the same
         ``state_version`` and a later revision (a slow writer never moves it back)."""
+        ...
+
+
+@runtime_checkable
+class IdLookupStore(Protocol):
+    """A store that answers by an index which event ids a stream holds (the lookup its
+    idempotent appends already make), without reading the stream.
+
+    Processors ask it whether an input was already recorded in an instance's stream: the
+    event ids they write are derived from the input's message id (:func:`decider.event_id`),
+    so the set of handled inputs need not be kept in memory or in a snapshot.
+    """
+
+    def stored_ids(self, stream: str, ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
+        """Those of ``ids`` that ``stream`` holds; an empty set for a missing stream."""
         ...
 
 

@@ -39,14 +39,14 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, ClassVar, TypeVar
 
-from decider.stores import _sqlite_leases as leases
+from decider.stores import _sqlite_leases as lease_rows
 from decider.stores import _sqlite_snapshots as snapshots
 from decider.stores import _sqlite_sql as sql
 from decider.stores import _sqlite_state as states
 from decider.stores._connections import ThreadConnections
 from decider.stores._expectations import Stored, check_read_args, plan_append, validate_append
 from decider.stores.errors import PermanentStoreError, StoreError, StoreUnavailable
-from decider.stores.leases import Lease, check_ttl
+from decider.stores.leases import Lease, batch_checkpoints, batch_leases, check_ttl
 from decider.stores.names import CHECKPOINT, DEFAULT, NameRules
 from decider.stores.protocol import (
     ALL,
@@ -75,9 +75,10 @@ class SqliteEventStore:
 
     Implements :class:`~decider.stores.protocol.EventStore`,
     :class:`~decider.stores.protocol.CheckpointStore`,
-    :class:`~decider.stores.protocol.TransactionalStore`
-    :class:`~decider.stores.leases.LeaseStore` (a lease table) and
-    :class:`~decider.stores.protocol.SnapshotStore`. Appends are atomic and serialised by
+    :class:`~decider.stores.protocol.TransactionalStore`,
+    :class:`~decider.stores.leases.LeaseStore` (a lease table),
+    :class:`~decider.stores.protocol.SnapshotStore` and
+    :class:`~decider.stores.protocol.IdLookupStore`. Appends are atomic and serialised by
     SQLite's write lock; positions strictly increase in commit order; ``synchronous`` sets the
     durability of a commit (see the module docstring). Each thread uses its own connection.
     ``":memory:"`` holds the log in this process only, behind one shared connection.
@@ -157,25 +158,29 @@ class SqliteEventStore:
         checkpoint: tuple[str, int] | None = None,
         *,
         lease: Lease | None = None,
+        checkpoints: Sequence[tuple[str, int]] = (),
+        leases: Sequence[Lease] = (),
     ) -> list[AppendResult]:
-        """Apply every append and the checkpoint in one transaction: all of them, or none; with
-        a ``lease``, only while it is still held (else
-        :class:`~decider.stores.leases.LeaseLost`)."""
+        """Apply every append and every checkpoint in one transaction: all of them, or none;
+        with leases (``lease`` and ``leases``), only while every one is still held (else
+        :class:`~decider.stores.leases.LeaseLost` naming the first lost)."""
+        saved = batch_checkpoints(checkpoint, checkpoints)
+        fences = batch_leases(lease, leases)
         for item in appends:
             validate_append(len(item.events), item.expected_revision)
             self.name_rules.check_append(item.stream, item.events)
-        if checkpoint is not None:
-            self.name_rules.check(CHECKPOINT, checkpoint[0])
+        for name, _ in saved:
+            self.name_rules.check(CHECKPOINT, name)
         now = _now()
 
         def body(connection: sqlite3.Connection) -> list[AppendResult]:
-            if lease is not None:
-                leases.fence(connection, lease)
+            for fence in fences:
+                lease_rows.fence(connection, fence)
             results = [
                 _append(connection, a.stream, a.events, a.expected_revision, now) for a in appends
             ]
-            if checkpoint is not None:
-                connection.execute(sql.SAVE_CHECKPOINT, checkpoint)
+            if saved:
+                connection.executemany(sql.SAVE_CHECKPOINT, saved)
             return results
 
         return self._write(body)
@@ -184,16 +189,16 @@ class SqliteEventStore:
         """Take the lease on ``partition`` for ``ttl`` seconds (see
         :class:`~decider.stores.leases.LeaseStore`); ``None`` if another owner holds it."""
         check_ttl(ttl)
-        return self._write(lambda c: leases.claim(c, partition, owner, ttl))
+        return self._write(lambda c: lease_rows.claim(c, partition, owner, ttl))
 
     def renew_lease(self, lease: Lease, ttl: float) -> Lease:
         """Extend ``lease`` by ``ttl`` seconds from now; ``LeaseLost`` if no longer held."""
         check_ttl(ttl)
-        return self._write(lambda c: leases.renew(c, lease, ttl))
+        return self._write(lambda c: lease_rows.renew(c, lease, ttl))
 
     def release_lease(self, lease: Lease) -> bool:
         """Free the partition at once; whether ``lease`` was still held."""
-        return self._write(lambda c: leases.release(c, lease))
+        return self._write(lambda c: lease_rows.release(c, lease))
 
     def leases(self) -> list[Lease]:
         """Every partition's lease, ordered by partition."""
@@ -201,7 +206,7 @@ class SqliteEventStore:
         with in_use:
             self._check_open()
             try:
-                return leases.all_leases(connection)
+                return lease_rows.all_leases(connection)
             except sqlite3.Error as exc:
                 raise _store_error(self._path, exc) from exc
 
@@ -260,6 +265,16 @@ class SqliteEventStore:
         self.name_rules.check_stream(stream)
         rows = self._query(snapshots.LOAD, (stream,))
         return Snapshot(int(rows[0][0]), str(rows[0][1]), bytes(rows[0][2])) if rows else None
+
+    def stored_ids(self, stream: str, ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
+        """Those of ``ids`` that ``stream`` holds, found through the (stream, event id) index."""
+        self.name_rules.check_stream(stream)
+        found: set[uuid.UUID] = set()
+        for start in range(0, len(ids), _IDS_PER_QUERY):  # SQLite caps a statement's parameters
+            chunk = ids[start : start + _IDS_PER_QUERY]
+            rows = self._query(sql.find_ids_sql(len(chunk)), (*(i.bytes for i in chunk), stream))
+            found.update(uuid.UUID(bytes=row[0]) for row in rows)
+        return found
 
     def save_snapshot(self, stream: str, snapshot: Snapshot) -> None:
         """Keep ``snapshot`` unless the stored one is of its state version and later."""

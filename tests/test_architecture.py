@@ -32,6 +32,7 @@ NEUTRAL_STORE_MODULES = {
     "decider.stores.redact",  # redact_uri: a pure function on URI text
     "decider.stores.subscription",
     "decider.stores.leases",  # the LeaseStore protocol, Lease and LeaseLost (partitioned runs)
+    "decider.stores.consumer_groups",  # the ConsumerGroupStore protocol and its values
 }
 """The modules of ``decider.stores`` a processor may import: none of them imports a backend."""
 

@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from decider.processors import logs
+from decider.processors.cache import DEFAULT_CACHE_SIZE
 from decider.processors.cli.documents import instance_document, parked_document, status_document
 from decider.processors.cli.loading import (
     APP_ENV,
@@ -216,6 +217,14 @@ def _add_run(
     )
     run.add_argument("--batch-size", type=int, default=500, help="inputs per transaction")
     run.add_argument(
+        "--cache-size",
+        type=int,
+        default=DEFAULT_CACHE_SIZE,
+        metavar="N",
+        help="workflow instances kept in memory per workflow; more than are at work at once "
+        f"(default: {DEFAULT_CACHE_SIZE:,})",
+    )
+    run.add_argument(
         "--metrics-port",
         type=int,
         metavar="N",
@@ -238,6 +247,15 @@ def _add_run(
         metavar="SECONDS",
         help="with --partitions auto: how long a lease lasts unrenewed (default: 10)",
     )
+    run.add_argument(
+        "--esdb-consumer-group",
+        nargs="?",
+        const="",
+        metavar="NAME",
+        help="EventStoreDB/KurrentDB only: take commands from the persistent subscription "
+        "NAME (default: <app>.commands), so the app's processes share them out as competing "
+        "consumers (see docs/esdb.md)",
+    )
     run.set_defaults(command=_run)
 
 
@@ -248,8 +266,10 @@ def _run(args: argparse.Namespace) -> int:
             logs.load_config(args.log_config)  # a bad file is a usage error, before anything runs
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
-    if args.progress_interval < 0 or args.batch_size < 1:
-        raise UsageError("--progress-interval must be >= 0 and --batch-size >= 1")
+    if args.progress_interval < 0 or args.batch_size < 1 or args.cache_size < 0:
+        raise UsageError(
+            "--progress-interval must be >= 0, --batch-size >= 1 and --cache-size >= 0"
+        )
     with EarlySignals() as early:
         app = load_app(args.app)
         uri = store_uri(args.store)
@@ -257,7 +277,14 @@ def _run(args: argparse.Namespace) -> int:
         try:
             try:
                 group = join_group(store, app, args.partitions, args.lease_ttl)
-                service = Service(app, store, batch_size=args.batch_size, group=group)
+                service = Service(
+                    app,
+                    store,
+                    batch_size=args.batch_size,
+                    cache_size=args.cache_size,
+                    group=group,
+                    consumer_group=args.esdb_consumer_group,
+                )
             except (TypeError, ValueError) as exc:
                 raise UsageError(str(exc)) from exc
             try:

@@ -17,7 +17,8 @@ _CLOSE = timedelta(seconds=1)
 
 def instance_lines(app: App, view: InstanceView) -> list[str]:
     """Every event of the instance (revision, position, recorded time, type, payload, metadata),
-    then its folded state and status."""
+    then the workflow version it began under (if its workflow has one), its folded state and
+    its status."""
     lines = [
         f"{view.stream}  (workflow {view.workflow}, {view.status.value}, "
         f"{len(view.history)} event{'s' if len(view.history) != 1 else ''})"
@@ -30,6 +31,8 @@ def instance_lines(app: App, view: InstanceView) -> list[str]:
         )
         lines.append(f"        event:    {data.decode()}")
         lines.append(f"        metadata: {_metadata(entry.metadata, entry.recorded_at)}")
+    if view.version is not None:
+        lines.append(f"  version: {view.version}")
     lines.append(f"  state:  {view.state!r}")
     lines.append(f"  status: {view.status.value}")
     return lines
@@ -41,6 +44,8 @@ def _metadata(metadata: Metadata, stored_at: datetime) -> str:
         parts.append(f"correlation_id={metadata.correlation_id}")
     if metadata.causation_id is not None:
         parts.append(f"causation_id={metadata.causation_id}")
+    if metadata.workflow_version is not None:
+        parts.append(f"workflow_version={metadata.workflow_version}")
     # The service clock's stamp, shown only where it differs from the store's (a FakeClock).
     if metadata.recorded_at is not None and abs(metadata.recorded_at - stored_at) > _CLOSE:
         parts.append(f"recorded_at={metadata.recorded_at.isoformat(timespec='milliseconds')}")

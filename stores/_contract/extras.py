@@ -19,6 +19,7 @@ from decider.stores.protocol import (
     CheckpointStore,
     EventStore,
     ExpectedRevision,
+    IdLookupStore,
     StreamAppend,
     TransactionalStore,
 )
@@ -34,6 +35,26 @@ def _transactional(store: EventStore) -> TransactionalStore:
     if not isinstance(store, TransactionalStore):
         pytest.skip(f"{type(store).__name__} is not a TransactionalStore")
     return store
+
+
+class IdLookupContract:
+    """Which event ids a stream holds (only for an :class:`IdLookupStore`)."""
+
+    def test_stored_ids_are_those_of_the_stream(self, scope: Scope) -> None:
+        store = scope.store
+        if not isinstance(store, IdLookupStore):
+            pytest.skip(f"{type(store).__name__} is not an IdLookupStore")
+        ours, other = scope.stream("ours"), scope.stream("other")
+        written = new_events(3)  # the first at revision 0, the others after it
+        store.append(ours, written, NO_STREAM)
+        elsewhere = new_events(1)
+        store.append(other, elsewhere, NO_STREAM)
+        never = uuid.uuid4()
+        asked = [*ids_of(written), elsewhere[0].id, never]
+        assert store.stored_ids(ours, asked) == set(ids_of(written))
+        assert store.stored_ids(ours, [written[0].id]) == {written[0].id}
+        assert store.stored_ids(ours, []) == set()
+        assert store.stored_ids(scope.stream("missing"), asked) == set()
 
 
 class CheckpointContract:

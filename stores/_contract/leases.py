@@ -13,7 +13,7 @@ from typing import Protocol
 import pytest
 
 from decider.stores._contract.support import Scope, ids_of, new_events, wait_until
-from decider.stores.leases import Lease, LeaseLost, LeaseStore
+from decider.stores.leases import Lease, LeaseLost, LeaseStore, commits_together
 from decider.stores.protocol import (
     NO_STREAM,
     CheckpointStore,
@@ -32,9 +32,20 @@ class _Leasing(EventStore, LeaseStore, TransactionalStore, Protocol):
     pass
 
 
+class _Leases(EventStore, LeaseStore, Protocol):
+    pass
+
+
 def _leasing(store: EventStore) -> _Leasing:
     if not isinstance(store, LeaseStore) or not isinstance(store, TransactionalStore):
         pytest.skip(f"{type(store).__name__} is not a LeaseStore and TransactionalStore")
+    return store
+
+
+def _leases(store: EventStore) -> _Leases:
+    """``store`` for the tests of leases alone (no fenced commit): a LeaseStore suffices."""
+    if not isinstance(store, LeaseStore):
+        pytest.skip(f"{type(store).__name__} is not a LeaseStore")
     return store
 
 
@@ -56,7 +67,7 @@ class LeaseContract:
     """Claim, renew, release, takeover after expiry, and fenced ``append_batch``."""
 
     def test_claim_grants_a_free_partition_and_refuses_a_held_one(self, scope: Scope) -> None:
-        store = _leasing(scope.store)
+        store = _leases(scope.store)
         partition = scope.stream("p")
         first = store.claim_lease(partition, "a", LONG)
         assert first is not None
@@ -67,7 +78,7 @@ class LeaseContract:
         assert [lease for lease in store.leases() if lease.partition == partition] == [again]
 
     def test_renew_keeps_the_epoch_and_moves_the_expiry(self, scope: Scope) -> None:
-        store = _leasing(scope.store)
+        store = _leases(scope.store)
         lease = store.claim_lease(scope.stream("p"), "a", 1.0)
         assert lease is not None
         renewed = store.renew_lease(lease, LONG)
@@ -78,7 +89,7 @@ class LeaseContract:
             store.renew_lease(stale, LONG)
 
     def test_another_owner_takes_over_after_expiry_with_the_next_epoch(self, scope: Scope) -> None:
-        store = _leasing(scope.store)
+        store = _leases(scope.store)
         partition = scope.stream("p")
         old = store.claim_lease(partition, "a", SHORT)
         assert old is not None
@@ -91,7 +102,7 @@ class LeaseContract:
         assert store.release_lease(old) is False
 
     def test_release_frees_the_partition_at_once(self, scope: Scope) -> None:
-        store = _leasing(scope.store)
+        store = _leases(scope.store)
         partition = scope.stream("p")
         lease = store.claim_lease(partition, "a", LONG)
         assert lease is not None
@@ -140,3 +151,58 @@ class LeaseContract:
         with pytest.raises(LeaseLost, match="released"):
             store.append_batch([StreamAppend(stream, new_events(1), NO_STREAM)], lease=lease)
         assert store.read_stream(stream) == []
+
+    def test_one_commit_carries_several_partitions_checkpoints_and_leases(
+        self, scope: Scope
+    ) -> None:
+        store = _leasing(scope.store)
+        if not commits_together(store):
+            pytest.skip("this store commits one partition at a time")
+        held = [store.claim_lease(scope.stream(f"p{n}"), "a", LONG) for n in range(3)]
+        assert all(lease is not None for lease in held)
+        leases = [lease for lease in held if lease is not None]
+        one, two = scope.stream("one"), scope.stream("two")
+        marks = [(scope.stream(f"cp{n}"), 7 + n) for n in range(3)]
+        events = new_events(2)
+        store.append_batch(
+            [StreamAppend(one, events[:1], NO_STREAM), StreamAppend(two, events[1:], NO_STREAM)],
+            checkpoints=marks,
+            leases=leases,
+        )
+        assert ids_of(scope.log()) == ids_of(events)
+        if isinstance(store, CheckpointStore):
+            assert [store.load_checkpoint(name) for name, _ in marks] == [7, 8, 9]
+        # ``checkpoint`` and ``lease`` count with the lists.
+        store.append_batch(
+            [], (scope.stream("cp0"), 10), lease=leases[0], checkpoints=marks[1:2], leases=leases
+        )
+        if isinstance(store, CheckpointStore):
+            assert [store.load_checkpoint(name) for name, _ in marks] == [10, 8, 9]
+        with pytest.raises(ValueError, match="two positions"):
+            store.append_batch([], (scope.stream("cp0"), 11), checkpoints=[marks[0]])
+
+    def test_a_commit_of_several_partitions_with_one_lease_lost_writes_nothing(
+        self, scope: Scope
+    ) -> None:
+        store = _leasing(scope.store)
+        if not commits_together(store):
+            pytest.skip("this store commits one partition at a time")
+        kept = store.claim_lease(scope.stream("kept"), "a", LONG)
+        old = store.claim_lease(scope.stream("lost"), "a", SHORT)
+        assert kept is not None and old is not None
+        new = _take_over(store, old.partition, "b")
+        stream, marks = scope.stream("out"), [(scope.stream("cp1"), 3), (scope.stream("cp2"), 3)]
+        with pytest.raises(LeaseLost) as lost:
+            store.append_batch(
+                [StreamAppend(stream, new_events(1), NO_STREAM)],
+                checkpoints=marks,
+                leases=[kept, old],
+            )
+        assert lost.value.lease == old and lost.value.current == new
+        assert store.read_stream(stream) == []
+        if isinstance(store, CheckpointStore):
+            assert [store.load_checkpoint(name) for name, _ in marks] == [None, None]
+        # The lease still held commits on its own.
+        store.append_batch([], checkpoints=marks[:1], leases=[kept])
+        if isinstance(store, CheckpointStore):
+            assert store.load_checkpoint(marks[0][0]) == 3

@@ -12,7 +12,8 @@ as EventStoreDB's ``PersistentSubscription`` does:
   a nack with ``Retry`` does the same, ``Skip`` drops it, ``Park`` parks it; past
   ``max_retry_count`` retries an event is parked: a ``$>`` link to it is written to the group's
   parked stream ``$persistentsubscription-<source>::<group>-parked``; ``ReplayParked`` sends
-  the parked events again (all, or the first ``stop_at``) and truncates the parked stream;
+  the parked events again (all, or the first ``stop_at``) and truncates the parked stream; a
+  replayed event comes with its parked link, and is answered by the link's id;
 - after ``min_checkpoint_count`` events are done (acked, skipped or parked), the group writes a
   ``$SubscriptionCheckpoint`` to ``$persistentsubscription-<source>::<group>-checkpoint``: the
   last event before which everything is done; a group restarted (``RestartSubsystem``, or the
@@ -124,6 +125,7 @@ class Group:
         self.consumers: list[Consumer] = []
         self.in_flight: dict[str, Delivery] = {}
         self.retries: deque[tuple[Record, int, int]] = deque()  # record, cursor, retry count
+        self.links: dict[str, Record] = {}  # replayed parked event id -> its parked link
         self.done_since_checkpoint = 0
         self.checkpointed: Record | None = None
         self.total = 0
@@ -212,7 +214,7 @@ class Group:
         consumer.total += 1
         self.total += 1
         timeout = self.settings.message_timeout_ms / 1000
-        self.in_flight[record.id] = Delivery(
+        self.in_flight[self.ack_id(record)] = Delivery(
             record, cursor, retry_count, consumer, time.monotonic() + timeout
         )
         return True
@@ -232,6 +234,11 @@ class Group:
             self._round_robin += 1
             return free[self._round_robin % len(free)]
         return free[0]  # DispatchToSingle
+
+    def ack_id(self, record: Record) -> str:
+        """What a consumer answers ``record`` by: the parked link's id for a replayed one."""
+        link = self.links.get(record.id)
+        return record.id if link is None else link.id
 
     def next_deliveries(self, consumer: Consumer) -> list[tuple[Record, int]]:
         """What ``consumer`` should send now (taken from its outbox)."""
@@ -257,7 +264,9 @@ class Group:
     def ack(self, event_ids: list[str]) -> None:
         """The events are handled."""
         for event_id in event_ids:
-            if self._take(event_id) is not None:
+            delivery = self._take(event_id)
+            if delivery is not None:
+                self.links.pop(delivery.record.id, None)
                 self._done()
         self.dispatch()
 
@@ -270,6 +279,7 @@ class Group:
             if action == "Park":
                 self._park(delivery.record)
             elif action in ("Skip", "Stop"):
+                self.links.pop(delivery.record.id, None)
                 self._done()
             else:
                 self._retry(delivery.record, delivery.cursor, delivery.retry_count + 1)
@@ -288,6 +298,7 @@ class Group:
             self.retries.append((record, cursor, retry_count))
 
     def _park(self, record: Record) -> None:
+        self.links.pop(record.id, None)
         link = Proposed(
             str(uuid.uuid4()),
             "$>",
@@ -341,6 +352,7 @@ class Group:
         for link in links:
             target = self.log.resolve_link_locked(link)
             if target is not None:
+                self.links[target.id] = link
                 self.retries.append((target, self._cursor_of(target), 0))
                 self.parked -= 1
         if links:

@@ -209,16 +209,18 @@ class PersistentSubscriptionsServicer(persistent_pb2_grpc.PersistentSubscription
                 self._log.changed.notify_all()
 
     def _event(self, group: Group, record: Record, retry_count: int, structured: bool) -> Any:
-        link = None
+        link = group.links.get(record.id)  # a replayed parked event: sent with its link
         event = record
-        if group.settings.resolve_links and record.type == "$>":
+        if link is None and group.settings.resolve_links and record.type == "$>":
             target = self._log.resolve_link(record)
             if target is not None:
                 event, link = target, record
         resp = _Resp.ReadEvent(event=_recorded(event, structured), retry_count=retry_count)
         if link is not None:
             resp.link.CopyFrom(_recorded(link, structured))
-        if group.source == ALL:
+        if link is not None and link is not record:
+            resp.commit_position = link.position  # the parked record's, as EventStoreDB does
+        elif group.source == ALL:
             resp.commit_position = record.position
         else:
             resp.no_position.SetInParent()

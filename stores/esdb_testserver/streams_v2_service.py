@@ -192,7 +192,11 @@ def _proposed(record: Any, stream: str, context: Context) -> Proposed:
     for key, value in record.properties.items():
         if not key:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "A property key is empty")
-        properties[key] = json_format.MessageToDict(value)
+        # string values (what kurrentdbclient sends) without protobuf's generic JSON printer
+        kind = value.WhichOneof("kind")
+        properties[key] = (
+            value.string_value if kind == "string_value" else json_format.MessageToDict(value)
+        )
     if schema.format != 1:
         properties["$schema.format"] = _FORMATS[schema.format]
     if schema.HasField("id"):

@@ -28,7 +28,11 @@ from benchmarks.harness import (  # noqa: E402
     format_table,
 )
 from benchmarks.runner import run, to_json  # noqa: E402
+from decider.stores._esdb_client import load  # noqa: E402
 from decider.stores.postgres import PostgresEventStore  # noqa: E402
+
+_MULTI_STREAM = load().new_events is not None
+"""kurrentdbclient: the EventStoreDB runs come with and without multi-stream append."""
 
 EXPECTED_KEYS = {
     "core_overhead",
@@ -49,6 +53,8 @@ EXPECTED_KEYS = {
     "e2e_sqlite_growth",
     "e2e_memory_100",
     "e2e_esdb_100",
+    "e2e_esdb_vs_sqlite_100",
+    *(("e2e_esdb_v1_100", "e2e_esdb_v1_vs_sqlite_100") if _MULTI_STREAM else ()),
     "e2e_postgres_100",
     *(f"pool_{kind}_{size}" for kind in ("sync", "async") for size in (1, 4, 16, 64)),
     "pool_alone_16",
@@ -62,9 +68,11 @@ EXPECTED_KEYS = {
     "scaleout_sqlite_1",
     "scaleout_sqlite_2",
     "scaleout_sqlite_failover",
+    "scaleout_sqlite_growth",
     "scaleout_postgres_1",
     "scaleout_postgres_2",
     "scaleout_postgres_failover",
+    "scaleout_postgres_growth",
 }
 
 _UNREACHABLE = "postgresql://bench:s3cret@127.0.0.1:1/nowhere"

@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import collections
 import contextlib
-from collections.abc import Iterator
+import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from decider.processors import App, Service
+from decider.processors import App, Service, by_correlation
 from decider.processors.cli import main
+from decider.processors.command_processor import CommandProcessor
 from decider.processors.group import PartitionGroup
 from decider.processors.partitions import (
     PartitionCountMismatch,
@@ -23,26 +25,24 @@ from decider.processors.partitions import (
     lease_name,
     partition_of,
 )
-from decider.processors.streams import workflow_processor_name
-from decider.stores.leases import Lease
+from decider.processors.streams import (
+    command_processor_name,
+    results_stream,
+    timer_stream,
+    workflow_processor_name,
+)
+from decider.processors.timer_processor import TimerProcessor
+from decider.stores.leases import Lease, commits_together
 from decider.stores.memory import MemoryEventStore
+from decider.stores.protocol import StreamAppend
 from decider.stores.sqlite import SqliteEventStore
-from samples.traffic_fine.app import REPORTS_STREAM, make_app
+from samples.traffic_fine.app import REPORTS_STREAM, make_app, make_state_stored_app
 from samples.traffic_fine.workflow import workflow
 from tests.processors.test_proc_traffic_fine import all_completed, check_exactly_once, report
+from tests.support.apps import JobRequested, Reminded, RemindMe, add_job, job, reminder
+from tests.support.partitions import member, pause_heartbeat
 from tests.support.stores import instance_streams
 from tests.support.waiting import wait_until
-
-
-@contextlib.contextmanager
-def member(service: Service) -> Iterator[Service]:
-    """``service`` started, and stopped at the end (also when the test fails)."""
-    service.start()
-    try:
-        yield service
-    finally:
-        if service.running:
-            service.stop()
 
 
 def test_the_partition_of_a_stream_is_stable_and_spread() -> None:
@@ -61,8 +61,6 @@ def test_a_group_of_one_holds_every_partition_and_does_all_the_work() -> None:
     app.publish_many(store, [report(i) for i in range(n)], REPORTS_STREAM)
     with member(Service(app, store, group=group)) as service:
         assert sorted(group.partitions()) == list(range(16))
-        assert group.singleton("commands") is not None
-        assert group.singleton("timers") is not None
         assert service.wait_until(lambda: all_completed(store, app, n), 30)
         assert service.wait_idle(30)
         assert service.errors == []
@@ -105,18 +103,10 @@ def test_a_member_whose_leases_were_taken_over_commits_nothing() -> None:
     store = MemoryEventStore()
     app = make_app("fenced")
     group = PartitionGroup(store, app, owner="paused", ttl=0.5)
-    lost: list[Lease] = []
     with member(Service(app, store, group=group)):
         # The heartbeat stops (a paused process): the leases expire and another owner takes
         # every partition over, while the processors still hold their old leases in hand.
-        original_lost = group.lost
-        group.tick = lambda: None  # type: ignore[method-assign]
-
-        def losing(lease: Any) -> None:
-            lost.append(lease)
-            original_lost(lease)
-
-        group.lost = losing  # type: ignore[method-assign]
+        lost = pause_heartbeat(group)
         taken = []
 
         def take_over() -> bool:
@@ -131,6 +121,84 @@ def test_a_member_whose_leases_were_taken_over_commits_nothing() -> None:
         wait_until(lambda: lost, 10, "a commit refused for a lost lease")
     assert {lease.owner for lease in lost} == {"paused"}
     assert instance_streams(store, f"{workflow.name}-") == {}
+
+
+def _count_joint_commits(store: MemoryEventStore) -> dict[str, list[int]]:
+    """How many partitions' leases each fenced ``append_batch`` of ``store`` carried, by the
+    processor whose checkpoints it stored."""
+    counts: dict[str, list[int]] = collections.defaultdict(list)
+    original = store.append_batch
+
+    def counting(
+        appends: Sequence[StreamAppend],
+        checkpoint: tuple[str, int] | None = None,
+        *,
+        lease: Lease | None = None,
+        checkpoints: Sequence[tuple[str, int]] = (),
+        leases: Sequence[Lease] = (),
+    ) -> Any:
+        marks = [*([] if checkpoint is None else [checkpoint]), *checkpoints]
+        processor = marks[0][0].rsplit(".", 1)[0] if marks else "-"
+        counts[processor].append(len(leases) + (lease is not None))
+        return original(appends, checkpoint, lease=lease, checkpoints=checkpoints, leases=leases)
+
+    store.append_batch = counting  # type: ignore[method-assign]
+    return counts
+
+
+def test_a_batch_of_several_partitions_commits_in_one_transaction() -> None:
+    store = MemoryEventStore()
+    app = make_app("together")
+    counts = _count_joint_commits(store)
+    n = 40
+    app.publish_many(store, [report(i) for i in range(n)], REPORTS_STREAM)
+    group = PartitionGroup(store, app, owner="solo", ttl=5)
+    with member(Service(app, store, group=group)) as service:
+        assert service.wait_until(lambda: all_completed(store, app, n), 30)
+        assert service.wait_idle(30)
+        assert service.errors == []
+    check_exactly_once(store, n)
+    # The first batch held inputs of most of the 16 partitions: one commit for all of them,
+    # by the workflow processor and by the command processor.
+    processor = workflow_processor_name(app.name, workflow.name)
+    assert max(counts[processor]) > 8
+    assert max(counts[command_processor_name(app.name)]) > 8
+    assert all(store.load_checkpoint(checkpoint_name(processor, p)) for p in range(16))
+
+
+def test_a_store_whose_append_batch_takes_no_leases_list_commits_per_partition() -> None:
+    class OneLease:
+        def append_batch(self, appends: Any, checkpoint: Any = None, *, lease: Any = None) -> Any:
+            raise AssertionError("never called")
+
+    assert not commits_together(OneLease())
+    assert not commits_together(object())
+    assert commits_together(MemoryEventStore())
+
+
+def test_a_batch_with_one_lease_lost_commits_the_other_partitions() -> None:
+    store = MemoryEventStore()
+    app = make_app("onelost")
+    group = PartitionGroup(store, app, owner="paused", ttl=0.5)
+    n = 40
+    streams = {i: workflow.stream(f"r{i}") for i in range(n)}
+    gone = partition_of(streams[0], 16)
+    with member(Service(app, store, group=group)) as service:
+        wait_until(lambda: len(group.partitions()) == 16, 10, "every partition held")
+        lost = pause_heartbeat(group)
+        name = lease_name(app.name, gone)
+        wait_until(lambda: store.claim_lease(name, "thief", 60) is not None, 10, "taken over")
+        app.publish_many(store, [report(i) for i in range(n)], REPORTS_STREAM)
+        kept = {s for s in streams.values() if partition_of(s, 16) != gone}
+        wait_until(
+            lambda: kept <= set(instance_streams(store, f"{workflow.name}-")),
+            30,
+            "every partition still held did its work",
+        )
+        assert service.wait_until(lambda: bool(lost), 10)
+    assert {(lease.partition, lease.owner) for lease in lost} == {(name, "paused")}
+    # Nothing of the lost partition was written, by a joint commit or its own.
+    assert set(instance_streams(store, f"{workflow.name}-")) == kept
 
 
 def test_a_process_with_another_partition_count_is_refused(
@@ -163,3 +231,176 @@ def test_status_lists_the_partitions_with_owner_checkpoint_and_lag(
     assert "partitions: 16" in out
     assert "host:1:abcd epoch 1 until" in out
     assert "lag 0" in out
+
+
+def test_a_member_whose_leases_were_taken_over_commits_no_command_result_nor_timer() -> None:
+    store = MemoryEventStore()
+    release = threading.Event()
+    app = App("fencedwork")
+
+    def blocked(command_id: str, kind: str) -> None:
+        release.wait(10)
+
+    calls = add_job(app, blocked)
+    app.workflow(reminder, inputs={RemindMe: _reminder_id, Reminded: by_correlation})
+    group = PartitionGroup(store, app, owner="paused", ttl=0.5)
+    with member(Service(app, store, group=group)) as service:
+        commands = service.processor("commands")
+        timers = service.processor("timers")
+        assert isinstance(commands, CommandProcessor) and isinstance(timers, TimerProcessor)
+        app.publish(store, JobRequested(job_id="j1", action="ok"), "jobs")
+        app.publish(store, RemindMe(reminder_id="r1", seconds=1.0), "reminders")
+        # The command's handler runs (blocked), the timer is queued and not due yet.
+        wait_until(lambda: calls["j1"] == 1, 10, "the handler called")
+        wait_until(lambda: len(timers.pending) == 1, 10, "the timer queued")
+        # A paused process: the heartbeat stops, and the processors go on with the leases they
+        # had in hand (the local deadlines aside), so only the store's fence can stop them.
+        held = group.partitions()
+        lost = pause_heartbeat(group)
+        group.partitions = lambda: held  # type: ignore[method-assign]
+        taken: list[str] = []
+
+        def take_over() -> bool:
+            for number in range(app.partitions):
+                name = lease_name(app.name, number)
+                if name not in taken and store.claim_lease(name, "thief", 60) is not None:
+                    taken.append(name)
+            return len(taken) == app.partitions
+
+        wait_until(take_over, 10, "another owner took every partition over")
+        release.set()  # the command concludes in the member that lost its partition
+        wait_until(
+            lambda: commands.in_flight == 0 and commands.marks.idle(),
+            10,
+            "the command's result refused",
+        )
+        wait_until(lambda: not timers.pending, 10, "the timer due, its firing refused")
+        (sent,) = [e for e in store.read_stream(job.stream("j1")) if e.type.startswith("Sent:")]
+        (scheduled,) = [
+            e for e in store.read_stream(reminder.stream("r1")) if e.type.startswith("Scheduled:")
+        ]
+        assert store.read_stream(results_stream("do_work", str(sent.id))) == []
+        assert store.read_stream(timer_stream(str(scheduled.id))) == []
+        assert timers.fired == 0
+    assert lost and {lease.owner for lease in lost} == {"paused"}
+
+
+def _reminder_id(request: RemindMe, _: object) -> str:
+    return request.reminder_id
+
+
+def test_a_partition_checkpoint_of_commands_never_passes_its_unfinished_command() -> None:
+    store = MemoryEventStore()
+    release = threading.Event()
+    app = App("lanes")
+
+    first: list[str] = []
+
+    def slow_for_one(command_id: str, kind: str) -> None:
+        if not first or first == [command_id]:  # the first command (the slow job's) blocks
+            first[:] = [command_id]
+            release.wait(10)
+
+    calls = add_job(app, slow_for_one)
+    slow_stream = job.stream("slow")
+    slow_partition = partition_of(slow_stream, app.partitions)
+    fast = [
+        f"fast{n}"
+        for n in range(40)
+        if partition_of(job.stream(f"fast{n}"), 16) != (slow_partition)
+    ][:10]
+    commands = command_processor_name(app.name)
+    group = PartitionGroup(store, app, owner="solo", ttl=5)
+    with member(Service(app, store, group=group)) as service:
+        app.publish(store, JobRequested(job_id="slow", action="ok"), "jobs")
+        wait_until(lambda: len(store.read_stream(slow_stream)) >= 3, 10, "the slow job's Sent")
+        (sent,) = [e for e in store.read_stream(slow_stream) if e.type.startswith("Sent:")]
+        wait_until(lambda: calls["slow"] == 1, 10, "the slow command running")
+        app.publish_many(store, [JobRequested(job_id=j, action="ok") for j in fast], "jobs")
+        assert service.wait_until(lambda: all(done(store, j) for j in fast), 30)
+        # Every other partition's commands checkpoint moves past the slow command; its own
+        # stays before it while the command is in hand.
+        others = {partition_of(job.stream(j), 16) for j in fast}
+
+        def moved_on() -> bool:
+            marks = [store.load_checkpoint(checkpoint_name(commands, p)) for p in others]
+            return all(mark is not None and mark > sent.position for mark in marks)
+
+        wait_until(moved_on, 10, "the other partitions' command checkpoints past the slow one")
+        mark = store.load_checkpoint(checkpoint_name(commands, slow_partition))
+        assert mark is None or mark < sent.position
+        release.set()
+        assert service.wait_until(lambda: done(store, "slow"), 10)
+        wait_until(
+            lambda: (
+                (store.load_checkpoint(checkpoint_name(commands, slow_partition)) or -1)
+                >= sent.position
+            ),
+            10,
+            "the slow partition's checkpoint past its command once it concluded",
+        )
+    assert calls["slow"] == 1 and all(calls[j] == 1 for j in fast)
+
+
+def test_switching_between_one_process_and_a_group_needs_no_migration() -> None:
+    store = MemoryEventStore()
+    app = App("switch")
+    calls = add_job(app)
+    app.workflow(reminder, inputs={RemindMe: _reminder_id, Reminded: by_correlation})
+    rounds = [("all", range(20)), ("auto", range(20, 40)), ("all", range(40, 60))]
+    for mode, numbers in rounds:
+        group = (
+            PartitionGroup(store, app, owner=f"member-{mode}", ttl=5) if mode == "auto" else None
+        )
+        with member(Service(app, store, group=group)) as service:
+            app.publish_many(
+                store, [JobRequested(job_id=f"j{n}", action="ok") for n in numbers], "j"
+            )
+            app.publish_many(
+                store, [RemindMe(reminder_id=f"r{n}", seconds=0.01) for n in numbers], "r"
+            )
+            names = [str(n) for n in numbers]
+
+            def finished(names: list[str] = names) -> bool:
+                return all(done(store, f"j{n}") and reminded(store, f"r{n}") for n in names)
+
+            assert service.wait_until(finished, 30)
+            assert service.wait_idle(30)
+            timers = service.processor("timers")
+            assert isinstance(timers, TimerProcessor)
+            # Only this round's timers fired, only this round's commands carried out: each
+            # mode resumed from what the other stored.
+            assert timers.fired == len(numbers), mode
+        assert sorted(calls.values()) == [1] * len(calls), mode
+    assert len(calls) == 60
+
+
+def done(store: MemoryEventStore, job_id: str) -> bool:
+    """Whether the job completed."""
+    events = store.read_stream(job.stream(job_id))
+    return bool(events) and events[-1].type == "Completed"
+
+
+def reminded(store: MemoryEventStore, reminder_id: str) -> bool:
+    """Whether the reminder completed."""
+    events = store.read_stream(reminder.stream(reminder_id))
+    return bool(events) and events[-1].type == "Completed"
+
+
+def test_a_state_stored_workflow_in_a_group_keeps_its_checkpoints_per_partition(
+    tmp_path: Path,
+) -> None:
+    app = make_state_stored_app("state-group")
+    n = 20
+    with contextlib.closing(SqliteEventStore(tmp_path / "events.db")) as store:
+        app.publish_many(store, [report(i) for i in range(n)], REPORTS_STREAM)
+        group = PartitionGroup(store, app, owner="solo", ttl=5)
+        with member(Service(app, store, group=group)) as service:
+            assert service.wait_until(lambda: all_completed(store, app, n), 30)
+            assert service.wait_idle(30)
+            assert service.errors == []
+        processor = workflow_processor_name(app.name, workflow.name)
+        # The processor's own checkpoint is not written in a group (a process that starts
+        # later would take it for its partitions' checkpoints and skip their inputs).
+        assert store.load_checkpoint(processor) is None
+        assert all(store.load_checkpoint(checkpoint_name(processor, p)) for p in range(16))

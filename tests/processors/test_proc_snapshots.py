@@ -17,8 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from decider import StateCodec, Workflow, advance, start
-from decider.processors import App, Signal, SystemClock, show
+from decider.processors import App, Signal, SystemClock, show, workflow_processor
 from decider.processors.base import Context
+from decider.processors.cache import HandledIds
 from decider.processors.workflow_processor import WorkflowProcessor
 from decider.stores import EventStore, Snapshot, SnapshotStore
 from decider.stores.memory import MemoryEventStore
@@ -99,14 +100,63 @@ def test_an_input_handled_before_the_snapshot_is_still_deduplicated(
     # Began, InitiatedBy, Received: the snapshot holds the whole stream.
     assert len(snap_store.read_stream(stream)) == 3
     cold = processor(app, snap_store)
-    # The same message ids again, published to another input stream: only the snapshot's
-    # handled ids can tell that they were handled.
+    # The same message ids again, published to another input stream: the snapshot keeps no
+    # ids, so only a lookup in the store can tell that they were handled.
     for message_id in ("msg_first", "msg_second"):
         app.publish(snap_store, Added(tally_id="t", amount=50), "other", message_id=message_id)
     cold.process(snap_store.read_stream("other"))
     assert cold.snapshots.restored == 1
     assert len(snap_store.read_stream(stream)) == 3
     assert show(snap_store, app, stream).state == 3
+
+
+def test_a_restored_instance_recognises_a_duplicate_older_than_its_snapshot(
+    snap_store: EventStore,
+) -> None:
+    app, workflow = snapshot_app(every=4)
+    stream = workflow.stream("t")
+    warm = processor(app, snap_store)
+    for index in range(1, 7):
+        feed(app, snap_store, warm, Added(tally_id="t", amount=index), message_id=f"msg_{index}")
+    assert isinstance(snap_store, SnapshotStore)
+    stored = snap_store.load_snapshot(stream)
+    assert stored is not None and stored.revision == 3  # inputs 1-3 before it, 4-6 after
+    assert b"msg_" not in stored.data  # the snapshot holds the state, not the handled ids
+    before = len(snap_store.read_stream(stream))
+    # A process restart, then redeliveries (under new positions, as a republish would be)
+    # of an input older than the snapshot and of one after it, between two new inputs.
+    cold = processor(app, snap_store)
+    for message_id, amount in [("msg_7", 7), ("msg_2", 50), ("msg_5", 50), ("msg_8", 8)]:
+        app.publish(snap_store, Added(tally_id="t", amount=amount), "again", message_id=message_id)
+    cold.process(snap_store.read_stream("again"))
+    assert cold.snapshots.restored == 1
+    assert cold.handled == 2
+    assert cold.inputs.looked_up >= 1  # msg_2 is older than the ids the restore gave
+    assert len(snap_store.read_stream(stream)) == before + 2
+    assert show(snap_store, app, stream).state == sum(range(1, 9))
+
+
+def test_an_instance_keeps_only_its_recent_ids_and_looks_older_ones_up(
+    snap_store: EventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(workflow_processor, "RECENT_IDS", 2)
+    app, workflow = snapshot_app(every=1_000)  # no snapshot is due: folded from the stream
+    stream = workflow.stream("t")
+    proc = processor(app, snap_store)
+    for index in range(1, 5):
+        feed(app, snap_store, proc, Added(tally_id="t", amount=index), message_id=f"msg_{index}")
+    entry = proc.cache.get(stream)
+    assert entry is not None and len(entry.handled) == 2 and not entry.handled.complete
+    for message_id in ("msg_1", "msg_4"):  # evicted from memory, and still in it
+        app.publish(snap_store, Added(tally_id="t", amount=50), "again", message_id=message_id)
+    cold = processor(app, snap_store)  # folds all 4 inputs, keeps 2 ids
+    cold.process(snap_store.read_stream("again"))
+    proc.process(snap_store.read_stream("again"))
+    assert (cold.handled, proc.handled) == (0, 4)
+    # Only msg_1 is looked up by each (and, before it, proc's fresh msg_4: its ids were no
+    # longer complete once msg_1 was evicted); msg_4 is among the recent ids.
+    assert (cold.inputs.looked_up, proc.inputs.looked_up) == (1, 2)
+    assert show(snap_store, app, stream).state == 10
 
 
 @pytest.mark.parametrize("bad", ["garbage", "old version", "wrong revision"])
@@ -187,8 +237,33 @@ def test_snapshot_and_tail_fold_to_the_full_fold(
         assert advance(workflow, restored.instance, tail) == advance(
             workflow, start(workflow), full
         )
-        assert restored.handled == {
-            app.codec.decode_metadata(r.metadata).causation_id
-            for r in records[: snapshot.revision + 1]
-        }
+        # The state only: handled inputs are looked up in the store, not carried along.
+        assert restored.handled == frozenset()
     assert show(store, app, stream).state == sum(amounts)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    limit=st.none() | st.integers(0, 5),
+    batches=st.lists(st.lists(st.sampled_from("abcdefgh"), max_size=8), max_size=6),
+)
+def test_handled_ids_keep_the_most_recent_and_know_when_they_are_complete(
+    limit: int | None, batches: list[list[str]]
+) -> None:
+    ids = HandledIds(limit=limit)
+    window: list[str] = []
+    handled: set[str] = set()
+    for batch in batches:
+        ids.update(batch)
+        handled.update(batch)
+        for message_id in batch:  # the model: least recently handled first
+            if message_id in window:
+                window.remove(message_id)
+            window.append(message_id)
+            if limit is not None and len(window) > limit:
+                window.pop(0)
+        assert list(ids) == window
+        # Complete exactly when every handled id is still known: then absence means "new".
+        assert ids.complete == (set(ids) == handled)
+        copied = ids.copy()
+        assert (list(copied), copied.complete) == (window, ids.complete)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,11 +11,23 @@ from typing import Any
 import attrs
 import pytest
 
-from decider import Lifecycle
-from decider.processors import App, AppDefinitionError, Service, Signal, SystemClock, show, status
+from decider import CancelRequested, Lifecycle
+from decider.processors import (
+    App,
+    AppDefinitionError,
+    FakeClock,
+    Service,
+    Signal,
+    SystemClock,
+    by_correlation,
+    show,
+    status,
+)
 from decider.processors.base import Context
 from decider.processors.cli import main
+from decider.processors.operations import OperationError
 from decider.processors.state_stored import StateStoredProcessor
+from decider.processors.timer_processor import TimerProcessor
 from decider.stores import (
     NO_STREAM,
     EventStore,
@@ -29,6 +42,16 @@ from decider.stores.sqlite import SqliteEventStore
 from samples.traffic_fine.app import ISSUED_STREAM, REPORTS_STREAM, make_state_stored_app
 from samples.traffic_fine.workflow import Final
 from samples.traffic_fine.workflow import workflow as traffic_fine
+from tests.processors.test_proc_lifecycle import (
+    WAIT,
+    ChoreDue,
+    Due,
+    Poke,
+    Start,
+    chore,
+    errand,
+)
+from tests.processors.test_proc_lifecycle import _errand_id as errand_id
 from tests.processors.test_proc_traffic_fine import report, speeding
 from tests.support.apps import FINE_PARKING, FINE_SPEEDING, Added, Closed, tally, tally_route
 from tests.support.stores import counts, open_store, types
@@ -202,3 +225,86 @@ def test_an_input_whose_state_cannot_be_stored_is_skipped(state_store: EventStor
     proc.process(state_store.read_stream("in"))
     assert proc.skipped == 1
     assert show(state_store, app, tally.stream("t")).state == 7
+
+
+def cancel_app(name: str) -> App:
+    """The lifecycle tests' errand (cancel not decided) and chore (decides it), state-stored."""
+    app = App(name)
+    app.workflow(
+        errand,
+        inputs={Start: errand_id, Poke: errand_id, Due: by_correlation},
+        stored="state",
+    )
+    app.workflow(
+        chore,
+        inputs={Start: errand_id, ChoreDue: by_correlation, CancelRequested: by_correlation},
+        stored="state",
+    )
+    return app
+
+
+def test_a_state_stored_instance_is_cancelled_with_and_without_a_handler(
+    state_store: EventStore,
+) -> None:
+    app, clock = cancel_app("states-cancel"), FakeClock()
+    with Service(app, state_store, clock=clock) as service:
+        timer = service.processor("timers")
+        assert isinstance(timer, TimerProcessor)
+        app.publish(state_store, Start(errand_id="s1"), "lc-inputs")
+        assert service.wait_until(lambda: len(timer.pending) == 2, WAIT)
+        request = app.cancel(state_store, errand, "s1", reason="not needed")
+        assert (request.stream, request.already) == ("Errand-s1", False)
+        app.cancel(state_store, "Chore-s1", reason="customer left")
+
+        def ended() -> list[Lifecycle]:
+            return [show(state_store, app, s).status for s in ("Errand-s1", "Chore-s1")]
+
+        assert service.wait_until(lambda: ended() == [Lifecycle.CANCELLED] * 2, WAIT)
+        clock.advance(120)
+        # Both timers come due after their instances ended: neither fires.
+        assert service.wait_until(lambda: timer.dropped == 2, WAIT)
+        assert service.wait_idle(WAIT)
+        assert service.errors == []
+        assert timer.fired == 0
+        with pytest.raises(OperationError, match="no events"):
+            app.cancel(state_store, errand, "never-started", reason="x")
+    # The outbox: no inputs, and the compensation before the end.
+    assert types(state_store, "Errand-s1") == ["Began", "Scheduled:lctest.Due", "Cancelled"]
+    assert types(state_store, "Chore-s1") == [
+        "Began",
+        "Scheduled:lctest.ChoreDue",
+        "Published:lctest.Compensated",
+        "Cancelled",
+    ]
+    assert json.loads(state_store.read_stream("Errand-s1")[-1].data) == {"reason": "not needed"}
+    assert sum(counts(state_store, "timer-").values()) == 0
+    began = state_store.read_stream("Errand-s1")[0]
+    assert app.codec.decode_metadata(began.metadata).workflow_version == errand.version
+
+
+CANCEL_APP = cancel_app("states-cancel-cli")
+"""The state-stored errand and chore, as ``decider cancel --app`` and ``decider show`` load it."""
+
+
+def test_decider_cancel_and_show_a_state_stored_instance(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "events.db"
+    at = ["--app", f"{__name__}:CANCEL_APP", "--store", f"sqlite:///{path}"]
+    store = SqliteEventStore(path)
+    try:
+        CANCEL_APP.publish(store, Start(errand_id="s2"), "lc-inputs")
+        with Service(CANCEL_APP, store, clock=FakeClock()) as service:
+            assert service.wait_until(lambda: types(store, "Errand-s2")[:1] == ["Began"], WAIT)
+            assert main(["cancel", "Errand-s2", "--reason", "by hand", *at]) == 0
+            assert service.wait_until(
+                lambda: show(store, CANCEL_APP, "Errand-s2").status is Lifecycle.CANCELLED, WAIT
+            )
+            assert service.wait_idle(WAIT)
+    finally:
+        store.close()
+    capsys.readouterr()
+    assert main(["show", "Errand-s2", *at]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].startswith("Errand-s2  (workflow Errand, cancelled")
+    assert "Cancelled" in out and "by hand" in out

@@ -11,16 +11,17 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import attrs
 import pytest
 
-from decider.processors import Service
+from decider.processors import App, Service
 from decider.processors.cli import main
 from decider.processors.cli.running import EarlySignals
 from decider.stores.sqlite import SqliteEventStore
 from samples.traffic_fine.app import REPORTS_STREAM, app
 from samples.traffic_fine.demo import reports
 from samples.traffic_fine.messages import SpeedingViolation
-from tests.support.apps import FINE_SPEEDING
+from tests.support.apps import FINE_SPEEDING, Added, Closed, tally, tally_route
 from tests.support.service import ROOT, ServiceProcess, completed, decider_command, service_env
 from tests.support.waiting import wait_until
 
@@ -61,6 +62,7 @@ BAD_ARGUMENTS = [
     (["status", "--app", APP, "--store", "memory://", "--workflow", "Nope"], "no workflow 'Nope'"),
     (["show", "Nope-1", "--app", APP, "--store", "memory://"], "is not the stream of a workflow"),
     (["run", APP, "--store", "memory://", "--log-level", "LOUD"], "unknown log level 'LOUD'"),
+    (["run", APP, "--store", "memory://", "--cache-size", "-1"], "--cache-size >= 0"),
 ]
 
 
@@ -119,6 +121,36 @@ def test_show_prints_every_event_and_the_folded_state(
     assert json.loads(payloads[1])["offense"]["measured_speed"] == speeding.offense.measured_speed
     assert out.count(f"correlation_id={speeding.police_report_id}") == 8
     assert out.rstrip().endswith("  state:  Final()\n  status: completed")
+    assert "version" not in out  # the traffic-fine workflow has none
+
+
+versioned = App("svc-versioned")
+versioned.workflow(
+    attrs.evolve(tally, version="tally-v3"), inputs={Added: tally_route, Closed: tally_route}
+)
+
+
+def test_show_prints_the_version_the_instance_began_under(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = SqliteEventStore(db)
+    try:
+        with Service(versioned, store) as service:
+            versioned.publish(store, Added(tally_id="v", amount=2), "svc-tallies")
+            assert service.wait_until(lambda: len(store.read_stream("Tally-v")) == 2, 20)
+            assert service.wait_idle(20)
+    finally:
+        store.close()
+    at = ["--app", f"{__name__}:versioned", "--store", f"sqlite:///{db}"]
+    assert main(["show", "Tally-v", *at]) == 0
+    out = capsys.readouterr().out
+    assert out.rstrip().endswith("  version: tally-v3\n  state:  2\n  status: running")
+    metadata = re.findall(r"^        metadata: (.*)$", out, flags=re.MULTILINE)
+    assert "workflow_version=tally-v3" in metadata[0]  # Began's
+    assert "workflow_version" not in metadata[1]
+    assert main(["show", "Tally-v", *at, "--json"]) == 0
+    began = json.loads(capsys.readouterr().out)["events"][0]
+    assert began["metadata"]["workflow_version"] == "tally-v3"
 
 
 def test_status_counts_and_lists_from_the_environment(

@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import socket
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -38,6 +36,7 @@ from samples.traffic_fine.demo import reports
 from samples.traffic_fine.messages import PoliceReportPublished, SpeedingViolation
 from tests.support.apps import FINE_PARKING, FINE_SPEEDING, fines_app
 from tests.support.effects import read_effects
+from tests.support.esdb_server import EsdbServerProcess, free_port
 from tests.support.postgres import PG_URI, fresh_schema
 from tests.support.service import (
     ServiceProcess,
@@ -104,10 +103,16 @@ def check_outcome(store: EventStore, effects_db: Path, speeding: set[str]) -> in
 
 
 def failures_logged(service: ServiceProcess) -> int:
-    """How many store failures the service logged: a processor that resumes from its checkpoint,
-    or a commit retried in place (the engine keeps what was decided while the store is down)."""
-    return len(service.log_lines("resuming from its checkpoint")) + len(
-        service.log_lines("retrying the commit")
+    """How many store failures the service logged: a processor that resumes from its checkpoint
+    (after a failure, or a read that found the store unavailable), or a commit retried in place
+    (the engine keeps what was decided while the store is down)."""
+    return sum(
+        len(service.log_lines(line))
+        for line in (
+            "resuming from its checkpoint",
+            "retrying from its checkpoint",
+            "retrying the commit",
+        )
     )
 
 
@@ -271,66 +276,13 @@ def test_postgres_connections_killed_mid_batch(tmp_path: Path) -> None:
 # -- (c) EventStoreDB test server stopped and restarted -------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-class EsdbServerProcess:
-    """The EventStoreDB test server as a process, on a fixed port and log file."""
-
-    def __init__(self, port: int, log_file: Path, output: Path) -> None:
-        self.port = port
-        self.log_file = log_file
-        self.output = output
-        self.process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def uri(self) -> str:
-        return f"esdb://127.0.0.1:{self.port}?Tls=false"
-
-    def start(self) -> None:
-        with self.output.open("a") as out:
-            self.process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "decider.stores.esdb_testserver",
-                    "--port",
-                    str(self.port),
-                    "--file",
-                    str(self.log_file),
-                ],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-        wait_until(self._listening, 30, "the EventStoreDB test server to listen")
-
-    def _listening(self) -> bool:
-        assert self.process is not None
-        if self.process.poll() is not None:
-            raise AssertionError(f"the test server exited: {self.output.read_text()[-2000:]}")
-        with socket.socket() as probe:
-            return probe.connect_ex(("127.0.0.1", self.port)) == 0
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
-
-
 @pytest.mark.slow
 def test_esdb_server_stopped_and_restarted(tmp_path: Path) -> None:
     from decider.stores.esdb import EsdbEventStore
 
     effects_db = tmp_path / "effects.db"
     made, speeding = _made()
-    server = EsdbServerProcess(_free_port(), tmp_path / "esdb.log", tmp_path / "esdb.out")
+    server = EsdbServerProcess(free_port(), tmp_path / "esdb.log", tmp_path / "esdb.out")
     service: ServiceProcess | None = None
     try:
         server.start()

@@ -6,12 +6,22 @@ import gc
 import socket
 import threading
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
 import psycopg
 import pytest
 from psycopg import sql
 
-from decider.stores import ANY, NO_STREAM, CaughtUp, RecordedEvent, StoreError, StoreUnavailable
+from decider.stores import (
+    ANY,
+    NO_STREAM,
+    AppendResult,
+    CaughtUp,
+    RecordedEvent,
+    StoreError,
+    StoreUnavailable,
+    WrongExpectedVersion,
+)
 from decider.stores.contract import EventStoreContract, new_events, take, wait_until
 from decider.stores.postgres import PostgresEventStore
 from tests.support.postgres import PG_URI, fresh_schema, fresh_store, store_fixture
@@ -358,3 +368,53 @@ def test_an_any_append_of_many_events_is_idempotent(store: PostgresEventStore) -
     assert len(store.read_stream("s")) == 1200
     positions = [e.position for e in store.read_stream("s")]
     assert positions == list(range(positions[0], positions[0] + 1200))
+
+
+@pytest.mark.parametrize("same_id", [True, False], ids=["same-id", "other-id"])
+def test_an_append_that_loses_its_revision_race_takes_the_full_path(
+    store: PostgresEventStore, same_id: bool
+) -> None:
+    """A plainly met append is one statement; when a concurrent writer commits the same revision
+    first, that statement fails on the ``(stream, revision)`` key and the full path decides: the
+    same event is the stored result (idempotent), another is a conflict. Nothing is doubled."""
+    [mine] = new_events(1)
+    theirs = mine if same_id else new_events(1)[0]
+    outcome: list[object] = []
+    with _raw() as raw, _raw() as watcher:
+        raw.execute("BEGIN")
+        raw.execute(
+            store._sql.insert_one,
+            (0, "race", 0, theirs.id, theirs.type, theirs.data, theirs.metadata, datetime.now(UTC)),
+        )
+
+        def append() -> None:
+            try:
+                outcome.append(store.append("race", [mine], NO_STREAM))
+            except StoreError as exc:
+                outcome.append(exc)
+
+        appender = threading.Thread(target=append)
+        appender.start()
+        # The store's statement waits on the uncommitted row's key; then the other one commits.
+        wait_until(  # (watched from outside the transaction: its statistics are a snapshot)
+            lambda: (
+                watcher.execute(
+                    "SELECT count(*) FROM pg_stat_activity"
+                    " WHERE wait_event_type = 'Lock' AND datname = current_database()"
+                    " AND query LIKE %s",
+                    (f"%{store.schema}%",),
+                ).fetchall()[0][0]
+                == 1
+            ),
+            timeout=10,
+        )
+        raw.execute("COMMIT")
+        appender.join(10)
+    [result] = outcome
+    stored = store.read_stream("race")
+    assert [e.id for e in stored] == [theirs.id]
+    if same_id:
+        assert isinstance(result, AppendResult)
+        assert (result.next_expected_revision, result.position) == (0, stored[0].position)
+    else:
+        assert isinstance(result, WrongExpectedVersion), result

@@ -15,6 +15,7 @@ import itertools
 import re
 import uuid
 from collections.abc import Iterator, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -50,6 +51,7 @@ FILTERS = {
 def _cases(store: PostgresEventStore, head: int) -> dict[str, Case]:
     s = store._sql
     ids = [uuid.uuid4() for _ in range(3)]
+    now = datetime.now(UTC)
     cases: dict[str, Case] = {
         "last_revision": (s.last_revision, ("wf-7",)),
         "last_revisions": (s.last_revisions, (["wf-7", "wf-8"],)),
@@ -58,6 +60,14 @@ def _cases(store: PostgresEventStore, head: int) -> dict[str, Case]:
         "find_many": (s.find_many, (["wf-7", "wf-8", "wf-9"], ids)),
         "read_stream": (s.read_stream, ("wf-7", 0, None)),
         "read_stream_page": (s.read_stream, ("wf-7", 10, 100)),
+        "append_one_if": (
+            s.append_one_if,
+            ("wf-7", 4, ids[0], "Input", b"{}", b"", now, "wf-7", 3),
+        ),
+        "append_if": (
+            s.append_if,
+            ("wf-7", now, [4, 5], ids[:2], ["Input"] * 2, [b"{}"] * 2, [b""] * 2, "wf-7", 3),
+        ),
         "head": (s.head, ()),
         "held_back": (s.held_back, ()),
     }

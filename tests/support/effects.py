@@ -1,8 +1,9 @@
 """The side table in which the service apps' handlers record their effects.
 
 The SQLite file named by ``$SVC_EFFECTS_DB`` holds ``effects(command_id PRIMARY KEY, kind,
-calls)``: one row per command id (the effect, made idempotent by its key) and ``calls``
-counting how many times a handler ran for it (at-least-once delivery shows as calls > 1).
+calls, pid)``: one row per command id (the effect, made idempotent by its key), ``calls``
+counting how many times a handler ran for it (at-least-once delivery shows as calls > 1), and
+the process id of the last call (which service process carried it out).
 Handlers run in ``decider run`` processes, so the table is a file, not a Python object.
 """
 
@@ -20,7 +21,7 @@ DELAY_ENV = "SVC_HANDLER_DELAY"
 
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS effects("
-    "command_id TEXT PRIMARY KEY, kind TEXT NOT NULL, calls INTEGER NOT NULL)"
+    "command_id TEXT PRIMARY KEY, kind TEXT NOT NULL, calls INTEGER NOT NULL, pid INTEGER)"
 )
 _local = threading.local()
 
@@ -48,9 +49,9 @@ def record_effect(command_id: str, kind: str) -> None:
     if connection is None:
         connection = _local.connection = effects_connection(os.environ[EFFECTS_ENV])
     connection.execute(
-        "INSERT INTO effects(command_id, kind, calls) VALUES (?, ?, 1) "
-        "ON CONFLICT(command_id) DO UPDATE SET calls = calls + 1",
-        (command_id, kind),
+        "INSERT INTO effects(command_id, kind, calls, pid) VALUES (?, ?, 1, ?) "
+        "ON CONFLICT(command_id) DO UPDATE SET calls = calls + 1, pid = excluded.pid",
+        (command_id, kind, os.getpid()),
     )
 
 
@@ -62,3 +63,13 @@ def read_effects(path: str) -> dict[str, tuple[str, int]]:
     finally:
         connection.close()
     return {command_id: (kind, calls) for command_id, kind, calls in rows}
+
+
+def effect_pids(path: str) -> dict[str, int]:
+    """command id -> the process id of its last handler call."""
+    connection = effects_connection(path)
+    try:
+        rows = connection.execute("SELECT command_id, pid FROM effects").fetchall()
+    finally:
+        connection.close()
+    return dict(rows)

@@ -1,0 +1,36 @@
+"""Helpers for in-process tests of partition groups: a member service, a paused heartbeat."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from decider.processors import Service
+from decider.processors.group import PartitionGroup
+from decider.stores.leases import Lease
+
+
+@contextlib.contextmanager
+def member(service: Service) -> Iterator[Service]:
+    """``service`` started, and stopped at the end (also when the test fails)."""
+    service.start()
+    try:
+        yield service
+    finally:
+        if service.running:
+            service.stop()
+
+
+def pause_heartbeat(group: PartitionGroup) -> list[Lease]:
+    """Stop ``group``'s heartbeat, as in a paused process (its leases then expire while its
+    processors hold them in hand); the list the group's lost leases are added to."""
+    lost: list[Lease] = []
+    original_lost = group.lost
+
+    def losing(lease: Lease) -> None:
+        lost.append(lease)
+        original_lost(lease)
+
+    group.tick = lambda: None  # type: ignore[method-assign]
+    group.lost = losing  # type: ignore[method-assign]
+    return lost
