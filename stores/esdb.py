@@ -42,9 +42,10 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from decider.stores._esdb_append_line import AppendLine
 from decider.stores._esdb_client import load
 from decider.stores._esdb_leases import EsdbLeases
-from decider.stores._esdb_pipeline import batch_append, first_failure
+from decider.stores._esdb_pipeline import first_failure
 from decider.stores._expectations import check_read_args, validate_append
 from decider.stores.errors import (
     StoreError,
@@ -209,6 +210,7 @@ class EsdbEventStore:
         self._lock = threading.Lock()
         self._closed = False
         self._leases = EsdbLeases(self)
+        self._line = AppendLine(self._client)
 
     def __repr__(self) -> str:
         return f"EsdbEventStore({self._shown!r})"
@@ -224,38 +226,21 @@ class EsdbEventStore:
         validate_append(len(events), expected_revision)
         self.name_rules.check_append(stream, events)
         self._check_open()
-        if expected_revision is ANY or expected_revision is EXISTS:
-            # BatchAppend's answer has the revision, which the clients drop: no read for it
-            return first_failure(
-                batch_append(self._client, [StreamAppend(stream, events, expected_revision)])
-            )[0]
-        current: Any = (
-            expected_revision if isinstance(expected_revision, int) else _STATES[expected_revision]
-        )
-        try:
-            # One event goes by Append (cheaper), several by BatchAppend; both are atomic.
-            position = self._client.append_to_stream(
-                stream,
-                current_version=current,
-                events=_to_new(events[0]) if len(events) == 1 else [_to_new(e) for e in events],
-            )
-            revision = (
-                expected_revision + len(events)
-                if isinstance(expected_revision, int)
-                else len(events) - 1
-            )
-        except CLIENT.base_error as exc:
-            raise map_error(exc, stream, expected_revision) from exc
-        return AppendResult(next_expected_revision=revision, position=position)
+        # On the store's open BatchAppend call, whose answer carries the new revision (which
+        # the clients' append_to_stream drops): no call set up per append (._esdb_append_line)
+        return first_failure(self._line.submit([StreamAppend(stream, events, expected_revision)]))[
+            0
+        ]
 
     def append_each(self, appends: Sequence[StreamAppend]) -> list[AppendResult]:
         """Apply each append independently (a :class:`~decider.stores.protocol.PipelinedStore`),
-        all of them on one ``BatchAppend`` call: one round trip (:mod:`._esdb_pipeline`)."""
+        all of them sent at once on the store's open ``BatchAppend`` call: one round trip
+        (:mod:`._esdb_append_line`)."""
         for item in appends:
             validate_append(len(item.events), item.expected_revision)
             self.name_rules.check_append(item.stream, item.events)
         self._check_open()
-        return first_failure(batch_append(self._client, appends))
+        return first_failure(self._line.submit(appends))
 
     def read_each(self, reads: Sequence[tuple[str, int]]) -> list[list[RecordedEvent]]:
         """Each ``(stream, from_revision)`` as :meth:`read_stream` reads it, every read started
@@ -403,12 +388,7 @@ class EsdbEventStore:
         self.name_rules.check(CHECKPOINT, name)
         self._check_open()
         stream = CHECKPOINT_STREAM_PREFIX + name
-        try:
-            self._client.append_to_stream(
-                stream, current_version=_STATE.ANY, events=_to_new(checkpoint_event(position))
-            )
-        except CLIENT.base_error as exc:
-            raise map_error(exc, stream) from exc
+        first_failure(self._line.submit([StreamAppend(stream, [checkpoint_event(position)], ANY)]))
         self._limit_checkpoint_stream(name)
 
     def _limit_checkpoint_stream(self, name: str) -> None:
@@ -487,6 +467,7 @@ class EsdbEventStore:
             self._subscriptions.clear()
         for subscription in subscriptions:
             subscription.stop()
+        self._line.close()
         self._client.close()
 
     def _check_open(self) -> None:
