@@ -339,7 +339,11 @@ def _failover(store: EventStore, services: _Services, deadline: float) -> dict[s
                 moved[p] = time.perf_counter() - killed
         time.sleep(0.05)
     if len(moved) < len(partitions):
-        raise RunFailed("the killed process's partitions did not progress again in time")
+        raise RunFailed(
+            f"the killed process's partitions did not progress again in time: of "
+            f"{sorted(partitions)}, {sorted(moved)} did; checkpoints {before} at the kill, "
+            f"{_checkpoints(store, partitions)} now; inputs end at {head}; held {_held(store)}"
+        )
     return {
         "partitions": sorted(partitions),
         "seconds_until_all_progressed": max(moved.values()),
