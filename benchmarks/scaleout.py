@@ -27,7 +27,10 @@ fine is issued (the command processor's last effect), counted through a filtered
   with every fine issued exactly once (0 lost, 0 duplicated).
 
 Run alone: ``python -m benchmarks --only scaleout`` (``--quick`` for small sizes), or at a size
-of your choice: ``python -m benchmarks.scaleout --n 10000 --processes 1,2,4,8``.
+of your choice: ``python -m benchmarks.scaleout --n 10000 --processes 1,2,4,8``. The failover
+run on the EventStoreDB test server (``--stores esdb``, a fresh server process per run) needs
+kurrentdbclient: ``.venv-kurrentdb/bin/python -m benchmarks.scaleout --stores esdb
+--failover-only``.
 """
 
 from __future__ import annotations
@@ -52,13 +55,16 @@ from decider.processors.partitions import checkpoint_name, lease_name
 from decider.processors.streams import workflow_processor_name
 from decider.stores import CaughtUp, EventStore, Filter
 from decider.stores.leases import LeaseStore
-from decider.stores.protocol import CheckpointStore
+from decider.stores.protocol import CheckpointStore, TransactionalStore
 from samples.traffic_fine.app import ISSUED_STREAM, REPORTS_STREAM, app
 from samples.traffic_fine.messages import PoliceReportPublished, SpeedingViolation
 from samples.traffic_fine.workflow import workflow
 
 APP_SPEC = "samples.traffic_fine.app:app"
-STORES = ("sqlite", "postgres")
+STORES = ("sqlite", "postgres", "esdb")
+"""The stores a run can use. ``esdb``: the EventStoreDB test server, a fresh process per run (as
+a real node would be), which ``--partitions auto`` needs kurrentdbclient for (its atomic
+multi-stream append fences the commits): run it with the ``.venv-kurrentdb`` Python."""
 LEASE_TTL = 3.0
 """The lease time to live the services run with (the failover target is this + 1 s)."""
 
@@ -82,6 +88,10 @@ def _env() -> dict[str, str]:
 @contextlib.contextmanager
 def _store(kind: str, pg_uri: str | None) -> Iterator[tuple[EventStore, str]]:
     """A fresh store of ``kind`` and the URI the service processes open it by."""
+    if kind == "esdb":
+        with _esdb_store() as opened:
+            yield opened
+        return
     if kind == "sqlite":
         from decider.stores.sqlite import SqliteEventStore
 
@@ -101,6 +111,26 @@ def _store(kind: str, pg_uri: str | None) -> Iterator[tuple[EventStore, str]]:
         store = PostgresEventStore(pg_uri, schema=schema)
         try:
             yield store, f"{pg_uri}{'&' if '?' in pg_uri else '?'}schema={schema}"
+        finally:
+            store.close()
+
+
+@contextlib.contextmanager
+def _esdb_store() -> Iterator[tuple[EventStore, str]]:
+    """A fresh EventStoreDB test server process and a fenced store on it."""
+    from benchmarks.end_to_end import esdb_test_server
+    from decider.stores._esdb_batch import open_esdb_store
+    from decider.stores.esdb import CLIENT
+
+    with esdb_test_server() as uri:
+        store = open_esdb_store(uri)
+        try:
+            if not isinstance(store, TransactionalStore):
+                raise RunFailed(
+                    f"--partitions auto on EventStoreDB needs kurrentdbclient ({CLIENT.package} "
+                    "is installed): run with .venv-kurrentdb/bin/python"
+                )
+            yield store, uri
         finally:
             store.close()
 
@@ -309,7 +339,11 @@ def _failover(store: EventStore, services: _Services, deadline: float) -> dict[s
                 moved[p] = time.perf_counter() - killed
         time.sleep(0.05)
     if len(moved) < len(partitions):
-        raise RunFailed("the killed process's partitions did not progress again in time")
+        raise RunFailed(
+            f"the killed process's partitions did not progress again in time: of "
+            f"{sorted(partitions)}, {sorted(moved)} did; checkpoints {before} at the kill, "
+            f"{_checkpoints(store, partitions)} now; inputs end at {head}; held {_held(store)}"
+        )
     return {
         "partitions": sorted(partitions),
         "seconds_until_all_progressed": max(moved.values()),
@@ -327,7 +361,8 @@ def measure(
 ) -> list[Result]:
     """Figure 9: workflows/s and efficiency per store and process count; failover time.
 
-    ``sizes`` maps a store kind to the process counts to run (the first is the baseline).
+    ``sizes`` maps a store kind to the process counts to run (the first is the baseline; none:
+    the failover run only).
     """
     say = progress or (lambda _: None)
     results: list[Result] = []
@@ -462,6 +497,9 @@ def _main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--failover-n", type=int, default=1_000, help="workflows, failover run")
     parser.add_argument("--processes", default="1,2,4", help="process counts (first: baseline)")
     parser.add_argument("--stores", default="sqlite,postgres", help=f"of {','.join(STORES)}")
+    parser.add_argument(
+        "--failover-only", action="store_true", help="only the failover run (--failover-n)"
+    )
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per run")
     parser.add_argument(
         "--growth", default="", metavar="SMALL,BIG", help="only the growth figure at these sizes"
@@ -470,7 +508,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
     if args.uri is not None:
         publish(args.uri, args.n)
         return 0
-    counts = tuple(int(c) for c in args.processes.split(","))
+    counts = () if args.failover_only else tuple(int(c) for c in args.processes.split(","))
     kinds = [k for k in args.stores.split(",") if k]
     pg_uri = pg.uri() if "postgres" in kinds else None
     if args.growth:

@@ -39,6 +39,7 @@ def take_lane(
     """What concluded in ``key``'s lane, to commit (``None``: nothing to, now)."""
     if not processor.share.still_held(key, held):
         processor.marks.drop(key)  # released or lost: the new owner carries its commands out
+        processor.share.let_go(key)  # or, if it is held after all, the next life here
         return None
     taken = processor.marks.lane(key).take()
     # With nothing in hand, every input of the lane up to what was read has concluded.

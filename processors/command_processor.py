@@ -309,6 +309,7 @@ class CommandProcessor(Processor):
             for plan in plans:
                 if not self.share.still_held(plan.key):
                     self.marks.drop(plan.key)  # lost while committing them together
+                    self.share.let_go(plan.key)
                     continue
                 wrote |= lanes.commit_lane(self, plan)
         marks = [self.share.mark(key) for key in keys]

@@ -66,6 +66,10 @@ class Member(Protocol):
         """Forget what was learnt of partitions that may have moved."""
         ...
 
+    def stop(self) -> None:
+        """End the subscription's life (the processor subscribes again, unless stopping)."""
+        ...
+
     def commit_share(self, events: Sequence[RecordedEvent], position: int) -> None:
         """Handle ``events`` (``[]``: none) and commit with the checkpoint at ``position``."""
         ...
@@ -90,6 +94,8 @@ class Share:
     def __init__(self, member: Member) -> None:
         self.member = member
         self._held_view: object = None
+        self._let_go = False
+        """Whether this life stopped working on a partition it started with (:meth:`let_go`)."""
         self.owned: dict[int, Lease] | None = None
         """The partitions this subscription works on (``None``: no group, all the work)."""
         self._marks: dict[int, int | None] = {}
@@ -121,8 +127,9 @@ class Share:
 
     def moved(self) -> bool:
         """Whether the partitions this process holds (or their epochs) changed since
-        :meth:`await_leases`."""
-        return self.group is not None and self._holding() != self._held_view
+        :meth:`await_leases`, or this life let one go (:meth:`let_go`)."""
+        group = self.group
+        return group is not None and (self._let_go or self._holding() != self._held_view)
 
     def _holding(self) -> object:
         group = self.group
@@ -173,6 +180,7 @@ class Share:
             self._marks = {ALL: self.stored_mark(ALL)}
             return self._marks[ALL]
         self.owned = group.partitions()
+        self._let_go = False
         self._marks = {number: self.stored_mark(number) for number in self.owned}
         marks = list(self._marks.values())
         if any(mark is None for mark in marks):
@@ -326,6 +334,29 @@ class Share:
             return False
         now = (group.partitions() if held is None else held).get(key)
         return now is not None and now.epoch == self.owned[key].epoch
+
+    def let_go(self, key: int) -> None:
+        """Stop working on ``key``'s partition, which :meth:`still_held` found not held now
+        (released, lost, or only past the local deadline of its lease, which a late renewal
+        may yet extend), and end this subscription's life.
+
+        The work in hand of the partition was dropped, not committed, and the reads went past
+        it: were the partition worked on further in this life (still held after all), its
+        checkpoint would move past work never done. The next life starts from the stored
+        checkpoints of what is held then, so that work is done again, never passed over.
+        """
+        if self.owned is not None:
+            self.owned.pop(key, None)
+        self._let_go = True
+        context = self.member.context
+        logger = context.logger or logging.getLogger(__name__)
+        logger.info(
+            "%s: partition %d is not held now; resubscribing from the checkpoints",
+            self.member.name,
+            key,
+            extra={"processor": self.member.name},
+        )
+        self.member.stop()
 
     def held_now(self) -> dict[int, Lease] | None:
         """What the group holds now (``None`` without a group), for :meth:`still_held`."""

@@ -308,7 +308,10 @@ class TimerProcessor(Processor):
             for key in keys:
                 mine = by_key.pop(key, [])
                 if not self.share.still_held(key, held):
-                    continue  # its partition moved on: the new owner fires its timers
+                    # Its partition moved on (the new owner fires its timers), or is held
+                    # after all (the next life here, from the stored checkpoint, fires them).
+                    self.share.let_go(key)
+                    continue
                 first = oldest[key]
                 live = self._fire_key(key, mine, read if first is None else first - 1, idle_due)
                 if live is not None:

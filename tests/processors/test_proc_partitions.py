@@ -123,6 +123,39 @@ def test_a_member_whose_leases_were_taken_over_commits_nothing() -> None:
     assert instance_streams(store, f"{workflow.name}-") == {}
 
 
+def test_commands_dropped_while_the_leases_were_past_their_deadline_are_carried_out() -> None:
+    # A late heartbeat (a loaded machine): the leases pass their local deadline, and the command
+    # processor drops what it has in hand for them, as for a lost lease. The renewal that
+    # follows keeps the same epochs (no one took them over), and nothing tells the processors
+    # the leases changed: the dropped commands must still be carried out, not passed over by
+    # the partitions' checkpoints.
+    store = MemoryEventStore()
+    app = make_app("late")
+    group = PartitionGroup(store, app, owner="late", ttl=1)
+    n = 20
+    with member(Service(app, store, group=group)) as service:
+        wait_until(lambda: len(group.partitions()) == 16, 10, "every partition held")
+        (commands,) = [p for p in service.processors if isinstance(p, CommandProcessor)]
+        dropped: list[int] = []
+        drop = commands.marks.drop
+
+        def dropping(key: int) -> None:
+            dropped.append(key)
+            drop(key)
+
+        commands.marks.drop = dropping  # type: ignore[method-assign]
+        pause_heartbeat(group)
+        wait_until(lambda: not group.partitions(), 10, "the leases past their local deadline")
+        app.publish_many(store, [report(i) for i in range(n)], REPORTS_STREAM)
+        wait_until(lambda: dropped, 10, "commands in hand dropped")
+        del group.tick  # the heartbeat resumes: the leases are renewed, under the same epochs
+        assert service.wait_until(lambda: all_completed(store, app, n), 30)
+        assert service.wait_idle(30)
+        assert service.errors == []
+    check_exactly_once(store, n)
+    assert {claim.epoch for claim in claims(store, app)} == {1}  # never taken over
+
+
 def _count_joint_commits(store: MemoryEventStore) -> dict[str, list[int]]:
     """How many partitions' leases each fenced ``append_batch`` of ``store`` carried, by the
     processor whose checkpoints it stored."""

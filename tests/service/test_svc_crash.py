@@ -11,7 +11,6 @@ table, whose ids are exactly the ``Sent`` command ids), and every command has it
 from __future__ import annotations
 
 import contextlib
-import json
 import random
 import time
 from collections.abc import Iterator
@@ -25,21 +24,14 @@ from decider.stores.sqlite import SqliteEventStore
 from samples.traffic_fine.app import REPORTS_STREAM
 from samples.traffic_fine.demo import reports
 from samples.traffic_fine.messages import SpeedingViolation
-from tests.support.apps import FINE_PARKING, FINE_SPEEDING, fines_app
+from tests.support.apps import fines_app
 from tests.support.effects import read_effects
+from tests.support.fines import HANDLER_STREAMS, WORKFLOWS, all_done, check_outcome
 from tests.support.postgres import PG_URI, fresh_schema
-from tests.support.service import ServiceProcess, check_no_duplicates, completed, service_env
-from tests.support.stores import instance_streams
+from tests.support.service import ServiceProcess, completed, service_env
 from tests.support.waiting import wait_until
 
 APP = "tests.support.apps:fines_app"
-WORKFLOWS = 300
-HANDLER_STREAMS = {
-    "fines.GenerateTrafficFineSystemNumber": "number_with_effect",
-    "fines.GenerateTrafficFineManualIdentificationCode": "code_with_effect",
-}
-
-
 Setup = tuple[EventStore, str, Path, list[ServiceProcess]]
 
 
@@ -61,35 +53,6 @@ def setup(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Setup]:
         yield store, uri, tmp_path / "effects.db", processes
         for process in processes:
             process.cleanup()
-
-
-def check_outcome(store: EventStore, effects_db: Path, speeding: set[str]) -> int:
-    """Everything the module docstring promises; returns how many handler calls were repeats."""
-    streams = instance_streams(store, "IssueTrafficFineForSpeedingViolation-")
-    assert len(streams) == WORKFLOWS
-    sent: dict[str, str] = {}
-    for stream, events in streams.items():
-        check_no_duplicates(stream, events)
-        report_id = stream.removeprefix("IssueTrafficFineForSpeedingViolation-")
-        expected = FINE_SPEEDING if report_id in speeding else FINE_PARKING
-        assert [e.type for e in events] == expected, stream
-        sent.update({str(e.id): e.type for e in events if e.type.startswith("Sent:")})
-    # Each report started exactly one instance.
-    causes = [json.loads(events[1].metadata)["causation_id"] for events in streams.values()]
-    assert len(set(causes)) == WORKFLOWS
-
-    effects = read_effects(str(effects_db))
-    assert set(effects) == set(sent), "effects and Sent commands differ"
-    kinds = {"number": 0, "code": 0, "issue": 0}
-    for command_id, (kind, calls) in effects.items():
-        kinds[kind] += 1
-        assert calls >= 1
-        handler = HANDLER_STREAMS.get(sent[command_id].removeprefix("Sent:"))
-        if handler is not None:
-            results = store.read_stream(f"{handler}-{command_id}")
-            assert len(results) == 1, f"{command_id}: {len(results)} results"
-    assert kinds == {"number": len(speeding), "code": len(speeding), "issue": len(speeding)}
-    return sum(calls for _, calls in effects.values()) - len(effects)
 
 
 @pytest.mark.slow
@@ -182,13 +145,6 @@ def test_two_services_on_one_store(
     assert [service.terminate() for service in services] == [0, 0]
     repeats = check_outcome(store, effects_db, speeding)
     print(f"{repeats} handler calls were repeats")
-
-
-def all_done(store: EventStore, effects_db: Path, speeding: set[str]) -> bool:
-    """Every workflow completed, and the last commands (issue the fine) carried out too."""
-    if completed(store, fines_app) < WORKFLOWS or not effects_db.exists():
-        return False
-    return len(read_effects(str(effects_db))) >= 3 * len(speeding)
 
 
 def carried_out(effects_db: Path) -> int:

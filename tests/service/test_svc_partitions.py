@@ -19,25 +19,22 @@ import collections
 import random
 import signal
 import uuid
-from datetime import UTC, datetime
 
 import psycopg
 import pytest
 
-from decider.processors import App
-from decider.processors.partitions import checkpoint_name, claims, lease_name
+from decider.processors.partitions import checkpoint_name
 from decider.processors.streams import (
     command_processor_name,
     timer_processor_name,
     timer_stream,
     workflow_processor_name,
 )
-from decider.stores.leases import LeaseStore
 from decider.stores.protocol import CheckpointStore, EventStore
 from samples.traffic_fine.app import REPORTS_STREAM
 from samples.traffic_fine.demo import reports
-from samples.traffic_fine.messages import PoliceReportPublished, SpeedingViolation
-from tests.service.test_svc_crash import WORKFLOWS, Setup, all_done, check_outcome, setup
+from samples.traffic_fine.messages import SpeedingViolation
+from tests.service.test_svc_crash import Setup, setup
 from tests.support.apps import (
     JOB_ABANDONED,
     JOB_DONE,
@@ -50,7 +47,15 @@ from tests.support.apps import (
     reminder,
 )
 from tests.support.effects import effect_pids, read_effects
+from tests.support.fines import WORKFLOWS, all_done, check_outcome
 from tests.support.postgres import PG_URI
+from tests.support.scaleout import (
+    held_by,
+    lease_history_ok,
+    pids,
+    random_pause,
+    three_processes_with_sigkills,
+)
 from tests.support.service import ServiceProcess, check_no_duplicates, completed, service_env
 from tests.support.stores import instance_streams
 from tests.support.waiting import wait_until
@@ -62,33 +67,6 @@ CHORES = "tests.support.apps:chores_app"
 TTL = 2.0
 OPTIONS = ("--partitions", "auto", "--lease-ttl", str(TTL))
 PARTITIONS = fines_app.partitions
-
-
-def held_by(store: EventStore, process: ServiceProcess, app: App = fines_app) -> set[int]:
-    """The partitions whose unexpired lease the process holds (its owner name has its pid)."""
-    assert isinstance(store, LeaseStore) and process.process is not None
-    pid, now = str(process.process.pid), datetime.now(UTC)
-    names = {lease_name(app.name, p): p for p in range(PARTITIONS)}
-    return {
-        names[lease.partition]
-        for lease in store.leases()
-        if lease.partition in names
-        and lease.owner is not None
-        and lease.owner.split(":")[1] == pid
-        and lease.expires_at > now
-    }
-
-
-def lease_history_ok(store: EventStore, app: App = fines_app) -> int:
-    """One owner per epoch of a partition, every partition claimed; how many claims."""
-    history = claims(store, app)
-    owners = collections.defaultdict(set)
-    for claim in history:
-        owners[claim.partition, claim.epoch].add(claim.owner)
-    assert all(len(o) == 1 for o in owners.values()), "two owners under one epoch"
-    claimed = {partition for partition, _ in owners}
-    assert {lease_name(app.name, p) for p in range(PARTITIONS)} <= claimed
-    return len(history)
 
 
 def checkpoints(store: EventStore) -> dict[str, int | None]:
@@ -106,68 +84,10 @@ def checkpoints(store: EventStore) -> dict[str, int | None]:
     }
 
 
-def pids(services: list[ServiceProcess]) -> set[int]:
-    """The process ids of the services running now."""
-    return {s.process.pid for s in services if s.process is not None and s.process.poll() is None}
-
-
 @pytest.mark.slow
 def test_three_processes_with_repeated_sigkills_and_restarts(setup: Setup) -> None:
     store, uri, effects_db, processes = setup
-    rng = random.Random(20261123)
-    made = reports(WORKFLOWS, seed=12)
-    speeding = {r.police_report_id for r in made if isinstance(r.offense, SpeedingViolation)}
-    env = service_env(effects_db, 0.002)
-    services = [
-        ServiceProcess(APP, uri, effects_db.with_name(f"service{n}.log"), env, options=OPTIONS)
-        for n in (1, 2, 3)
-    ]
-    processes.extend(services)
-    for service in services:
-        service.start()
-    wait_until(
-        lambda: all(s.check_alive() or held_by(store, s) for s in services),
-        30,
-        "every process holds partitions",
-    )
-    # The first workflows, before any kill: their commands are spread over the processes.
-    first = 30
-    fines_app.publish_many(store, made[:first], REPORTS_STREAM)
-    wait_until(
-        lambda: (
-            all(s.check_alive() for s in services)
-            or len(read_effects(str(effects_db))) >= 3 * len(speeding & _ids(made[:first]))
-        ),
-        60,
-        "the first workflows' commands carried out",
-    )
-    handled_by = collections.Counter(effect_pids(str(effects_db)).values())
-    assert set(handled_by) <= pids(services)
-    assert len(handled_by) >= 2, f"one process carried out every command: {handled_by}"
-    chunks = [made[first:][start : start + 25] for start in range(0, WORKFLOWS - first, 25)]
-    kills = 0
-    for number, chunk in enumerate(chunks):
-        fines_app.publish_many(store, chunk, REPORTS_STREAM)
-        if number % 3 == 1 and kills < 4:  # SIGKILL one at a random moment, start it again
-            victim = rng.choice(services)
-            threading_pause(rng.uniform(0.0, 0.3))
-            victim.kill()
-            kills += 1
-            victim.start()
-
-    def done() -> bool:
-        for service in services:
-            service.check_alive()
-        return all_done(store, effects_db, speeding)
-
-    wait_until(done, 120, "every workflow completed and command carried out by three processes")
-    assert [service.terminate() for service in services] == [0, 0, 0]
-    repeats = check_outcome(store, effects_db, speeding)
-    recorded = lease_history_ok(store)
-    print(
-        f"{kills} kills; {recorded} claims in the lease history; {repeats} handler repeats; "
-        f"first commands by pid {dict(handled_by)}"
-    )
+    print(three_processes_with_sigkills(store, uri, effects_db, processes, OPTIONS))
 
 
 @pytest.mark.slow
@@ -326,7 +246,7 @@ def _stop_between_transactions(service: ServiceProcess, application: str) -> Non
             service.process.send_signal(signal.SIGSTOP)
             inside = 0
             for _look in range(2):  # twice: what was in the socket at the stop runs first
-                threading_pause(0.05)
+                random_pause(0.05)
                 row = db.execute(
                     "SELECT count(*) FROM pg_stat_activity"
                     " WHERE application_name = %s AND xact_start IS NOT NULL",
@@ -336,20 +256,9 @@ def _stop_between_transactions(service: ServiceProcess, application: str) -> Non
             if not inside:
                 return
             service.process.send_signal(signal.SIGCONT)
-            threading_pause(random.uniform(0.0, 0.05))
+            random_pause(random.uniform(0.0, 0.05))
     raise AssertionError(f"{application} was inside a transaction at each of 100 stops")
 
 
 def _completed(store: EventStore) -> int:
     return completed(store, fines_app)
-
-
-def threading_pause(seconds: float) -> None:
-    """A deliberate random delay (the kill moment itself), not a wait for something."""
-    import threading
-
-    threading.Event().wait(seconds)
-
-
-def _ids(reports: list[PoliceReportPublished]) -> set[str]:
-    return {r.police_report_id for r in reports}
