@@ -35,7 +35,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from decider.processors import logs
+from decider.processors import gc_tuning, logs
 from decider.processors.cache import DEFAULT_CACHE_SIZE
 from decider.processors.cli.documents import instance_document, parked_document, status_document
 from decider.processors.cli.loading import (
@@ -225,6 +225,15 @@ def _add_run(
         f"(default: {DEFAULT_CACHE_SIZE:,})",
     )
     run.add_argument(
+        "--gc-young-threshold",
+        type=int,
+        default=gc_tuning.YOUNG_THRESHOLD,
+        metavar="N",
+        help="collect Python's youngest garbage generation every N net allocations, with "
+        "start-up's objects frozen; 0: leave the collector as Python sets it "
+        f"(default: {gc_tuning.YOUNG_THRESHOLD:,}; see docs/service.md)",
+    )
+    run.add_argument(
         "--metrics-port",
         type=int,
         metavar="N",
@@ -266,9 +275,15 @@ def _run(args: argparse.Namespace) -> int:
             logs.load_config(args.log_config)  # a bad file is a usage error, before anything runs
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
-    if args.progress_interval < 0 or args.batch_size < 1 or args.cache_size < 0:
+    if (
+        args.progress_interval < 0
+        or args.batch_size < 1
+        or args.cache_size < 0
+        or args.gc_young_threshold < 0
+    ):
         raise UsageError(
-            "--progress-interval must be >= 0, --batch-size >= 1 and --cache-size >= 0"
+            "--progress-interval must be >= 0, --batch-size >= 1, --cache-size >= 0 and"
+            " --gc-young-threshold >= 0"
         )
     with EarlySignals() as early:
         app = load_app(args.app)
@@ -294,6 +309,8 @@ def _run(args: argparse.Namespace) -> int:
             if early.received.is_set():
                 LOGGER.info("stop requested before app %r started: nothing to do", app.name)
                 return 0
+            # Start-up is over (the app loaded, the store open): freeze its objects.
+            gc_tuning.tune(args.gc_young_threshold)
             LOGGER.info("running app %r (%s) on %s", app.name, args.app, redact_uri(uri))
             try:
                 with metrics_endpoint(args), Heartbeat(store, app):

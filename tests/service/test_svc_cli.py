@@ -63,6 +63,10 @@ BAD_ARGUMENTS = [
     (["show", "Nope-1", "--app", APP, "--store", "memory://"], "is not the stream of a workflow"),
     (["run", APP, "--store", "memory://", "--log-level", "LOUD"], "unknown log level 'LOUD'"),
     (["run", APP, "--store", "memory://", "--cache-size", "-1"], "--cache-size >= 0"),
+    (
+        ["run", APP, "--store", "memory://", "--gc-young-threshold", "-1"],
+        "--gc-young-threshold >= 0",
+    ),
 ]
 
 
