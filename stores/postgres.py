@@ -73,7 +73,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
@@ -105,7 +104,8 @@ from decider.stores._postgres_notify import CommitAnnouncer
 from decider.stores._postgres_snapshots import PostgresSnapshots
 from decider.stores._postgres_sql import INDEX_BITS, Statements, decode, read_all_sql
 from decider.stores._postgres_state import PostgresStates
-from decider.stores.errors import StoreError, StoreUnavailable
+from decider.stores._postgres_transactions import read_below_horizon, write_transaction
+from decider.stores.errors import StoreError
 from decider.stores.leases import Lease, batch_checkpoints, batch_leases, check_ttl
 from decider.stores.names import CHECKPOINT, POSTGRES, NameRules
 from decider.stores.protocol import (
@@ -126,13 +126,6 @@ __all__ = ["DEFAULT_CONNECT_TIMEOUT", "SYNCHRONOUS_COMMIT_LEVELS", "PostgresEven
 
 _T = TypeVar("_T")
 _Connection = psycopg.Connection[TupleRow]
-
-_FIRST_DELAY = 0.0002  # seconds between a read's looks at the horizon, doubling...
-_MAX_DELAY = 0.005  # ...up to this
-_MAX_RACES = 1000  # an ANY append racing writers of one stream; each lost race is one's win
-# Pipeline mode needs libpq 14+ (psycopg[binary] bundles one); without it the same statements
-# go one round trip each.
-_PIPELINE = psycopg.Pipeline.is_supported()
 
 
 class PostgresEventStore:
@@ -448,30 +441,10 @@ class PostgresEventStore:
         and the expected-revision rule decides. The statements go in pipeline mode: ``BEGIN``
         and the first read share one round trip, and the inserts and the ``COMMIT`` another.
         """
-        for _ in range(_MAX_RACES):
-            with self._using() as connection:
-                try:
-                    with connection.pipeline() if _PIPELINE else contextlib.nullcontext():
-                        connection.execute("BEGIN")
-                        finish = body(connection)
-                        connection.execute("COMMIT")
-                except psycopg.errors.UniqueViolation:
-                    # A new connection: psycopg's cache of prepared statements may believe in
-                    # one whose preparation the failed pipeline skipped.
-                    self._connections.drop(self._connections.get())
-                    connection.close()
-                    continue
-                except BaseException:
-                    roll_back(connection)
-                    raise
-                result = finish()
-            self._notifier.notify()
-            self._announcer.announce()
-            return result
-        raise StoreUnavailable(
-            f"PostgreSQL {self._name}: an append lost {_MAX_RACES} races in a row for a stream's"
-            " next revision"
-        )
+        result = write_transaction(self._using, self._connections, body, self._name)
+        self._notifier.notify()
+        self._announcer.announce()
+        return result
 
     def _wrote(self, position: int) -> None:
         """Note that this store wrote (or found stored) ``position``: its reads must see it."""
@@ -492,17 +465,7 @@ class PostgresEventStore:
         written = self._written
         if not written:
             return self._query(statement, params)
-        delay = _FIRST_DELAY
-        with self._using() as connection:
-            while True:
-                with connection.pipeline() if _PIPELINE else contextlib.nullcontext():
-                    connection.execute(self._sql.wait_older, (written,))
-                    oldest = connection.execute(self._sql.oldest_xid)
-                    rows = connection.execute(statement, params)
-                if one_row(oldest)[0] > written:
-                    return rows.fetchall()
-                time.sleep(delay)
-                delay = min(delay * 2, _MAX_DELAY)
+        return read_below_horizon(self._using, self._sql, written, statement, params)
 
     @contextlib.contextmanager
     def _using(self) -> Iterator[_Connection]:
