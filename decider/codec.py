@@ -12,10 +12,12 @@ kind and the message's name joined by a colon, so a reader of the raw log sees b
     Failed                        {"reason": "..."}
     Cancelled                     {"reason": "..."}
 
-This module is the one owner of that grammar: :func:`stored_type` builds a stored type name,
-:func:`parse_type` splits one, :func:`kind_prefixes` gives the type prefixes a reader of some
-kinds subscribes with, and :class:`Codec` decodes messages, workflow events, a ``Scheduled``
-event's timer and metadata. Nothing else parses a stored type name or metadata JSON.
+This module is the one owner of that grammar (written in :mod:`decider._stored_types`, and
+re-exported here): :func:`stored_type` builds a stored type name, :func:`parse_type` splits
+one, :func:`kind_prefixes` gives the type prefixes a reader of some kinds subscribes with, and
+:class:`Codec` decodes messages, workflow events, a ``Scheduled`` event's timer and metadata.
+Nothing else parses a stored type name or metadata JSON. :func:`describe` (from
+:mod:`decider._describe`) words a failure as one line.
 
 Only registered types decode: a type name found in data is looked up in the registry and
 never imported. Every decode raises :class:`DecodeError` (naming the type and the reason) for
@@ -33,6 +35,21 @@ from typing import Any, TypeAlias
 import attrs
 from cattrs.preconf.json import make_converter
 
+from decider._describe import describe
+from decider._stored_types import (
+    BEGAN,
+    COMMAND_KINDS,
+    COMPLETED,
+    EVENT_KINDS,
+    KIND_SEPARATOR,
+    LIFECYCLE_TYPES,
+    TIMER_KINDS,
+    event_kind,
+    kind_prefixes,
+    lifecycle_of_type,
+    parse_type,
+    stored_type,
+)
 from decider.errors import DeciderError, DecodeError, UnknownMessageType
 from decider.events import (
     Began,
@@ -50,7 +67,25 @@ from decider.events import (
 )
 from decider.messages import REGISTRY, Envelope, MessageRegistry, Metadata
 from decider.models import configure_converter
-from decider.workflow import Lifecycle
+
+__all__ = [
+    "BEGAN",
+    "COMMAND_KINDS",
+    "COMPLETED",
+    "EVENT_KINDS",
+    "KIND_SEPARATOR",
+    "LIFECYCLE_TYPES",
+    "TIMER_KINDS",
+    "Codec",
+    "Timer",
+    "describe",
+    "event_kind",
+    "kind_prefixes",
+    "lifecycle_of_type",
+    "parse_type",
+    "stored_type",
+    "trace_of",
+]
 
 JSON: TypeAlias = dict[str, Any]
 Upcaster: TypeAlias = Callable[[JSON], JSON]
@@ -70,108 +105,6 @@ _ENDINGS: dict[str, type[Failed | Cancelled]] = {"Failed": Failed, "Cancelled": 
 # json.dumps builds a new encoder on every call made with options; one shared encoder (it keeps
 # no state between calls) writes the same compact, UTF-8 JSON for less.
 _JSON_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
-
-EVENT_KINDS: tuple[str, ...] = (
-    "Began",
-    "InitiatedBy",
-    "Received",
-    "Replied",
-    "Sent",
-    "Published",
-    "Scheduled",
-    "Completed",
-    "Ignored",
-    "Failed",
-    "Cancelled",
-)
-"""The kinds of workflow event, the first part of their stored type names."""
-
-
-KIND_SEPARATOR = ":"
-"""Joins a workflow event's kind and its message's type name; message type names cannot hold it."""
-
-COMMAND_KINDS: tuple[str, ...] = ("Sent", "Published", "Replied")
-"""The kinds of workflow event that carry a command for the command processor."""
-
-TIMER_KINDS: tuple[str, ...] = ("Scheduled",)
-"""The kinds of workflow event that carry a timer for the timer processor."""
-
-BEGAN = "Began"
-"""The stored type name of :class:`~decider.events.Began`."""
-
-COMPLETED = "Completed"
-"""The stored type name of :class:`~decider.events.Completed`."""
-
-LIFECYCLE_TYPES: tuple[str, ...] = (BEGAN, COMPLETED, "Failed", "Cancelled")
-"""The stored type names of the events that start or end an instance's life."""
-
-_LIFECYCLE_OF: dict[str, Lifecycle] = {
-    BEGAN: Lifecycle.RUNNING,
-    COMPLETED: Lifecycle.COMPLETED,
-    "Failed": Lifecycle.FAILED,
-    "Cancelled": Lifecycle.CANCELLED,
-}
-
-
-def event_kind(type_name: str) -> str | None:
-    """The workflow event kind of a stored type name, or ``None`` for a plain message.
-
-    >>> event_kind("Sent:fines.IssueTrafficFine"), event_kind("fines.IssueTrafficFine")
-    ('Sent', None)
-    """
-    kind = type_name.partition(KIND_SEPARATOR)[0]
-    return kind if kind in EVENT_KINDS else None
-
-
-def stored_type(kind: str, message_type: str) -> str:
-    """The stored type name of a workflow event of ``kind`` over a message of ``message_type``.
-
-    >>> stored_type("Received", "fines.PoliceReportPublished")
-    'Received:fines.PoliceReportPublished'
-    """
-    return f"{kind}{KIND_SEPARATOR}{message_type}"
-
-
-def parse_type(type_name: str) -> tuple[str | None, str]:
-    """A stored type name as (workflow event kind or ``None``, message type name).
-
-    The message type name is empty for ``Began`` and ``Completed``; a plain message has no
-    kind.
-
-    >>> parse_type("Sent:fines.IssueTrafficFine"), parse_type("fines.IssueTrafficFine")
-    (('Sent', 'fines.IssueTrafficFine'), (None, 'fines.IssueTrafficFine'))
-    >>> parse_type("Began")
-    ('Began', '')
-    """
-    if type_name in (BEGAN, COMPLETED):
-        return type_name, ""
-    kind, separator, name = type_name.partition(KIND_SEPARATOR)
-    if separator and kind in EVENT_KINDS:
-        return kind, name
-    return None, type_name
-
-
-def lifecycle_of_type(type_name: str) -> Lifecycle | None:
-    """The status a lifecycle event's stored type starts (``None``: not a lifecycle event).
-
-    ``Began`` starts running; a terminal event (``Completed``, ``Failed``, ``Cancelled``)
-    its terminal status. Nothing is decoded: the type name says it.
-
-    >>> lifecycle_of_type("Completed"), lifecycle_of_type("Sent:fines.Pay")
-    (<Lifecycle.COMPLETED: 'completed'>, None)
-    >>> lifecycle_of_type("Cancelled")
-    <Lifecycle.CANCELLED: 'cancelled'>
-    """
-    return _LIFECYCLE_OF.get(type_name)
-
-
-def kind_prefixes(kinds: tuple[str, ...]) -> tuple[str, ...]:
-    """The stored type name prefixes of the workflow events of ``kinds``: a reader's filter.
-
-    >>> kind_prefixes(COMMAND_KINDS)
-    ('Sent:', 'Published:', 'Replied:')
-    """
-    return tuple(f"{kind}{KIND_SEPARATOR}" for kind in kinds)
 
 
 @attrs.frozen
@@ -204,21 +137,6 @@ def trace_of(metadata: bytes) -> tuple[str, str | None] | None:
     if not isinstance(parent, str):
         return None
     return parent, state if isinstance(state, str) else None
-
-
-def describe(exc: BaseException, limit: int = 500) -> str:
-    """A one-line reason for ``exc``, at most ``limit`` characters, whatever its contents.
-
-    A ``repr`` that itself fails (a deeply nested value) does not hide the exception's type.
-
-    >>> describe(ValueError("x" * 600), limit=20)
-    "ValueError('xxxxxxx…"
-    """
-    try:
-        text = _describe(exc) if isinstance(exc, Exception) else repr(exc)
-    except Exception:  # a repr that recurses too deep, or raises
-        text = f"{type(exc).__name__} (its description failed)"
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 class Codec:
@@ -515,15 +433,3 @@ class Codec:
         if not isinstance(doc, dict):
             raise DecodeError(type_name, "expected a JSON object")
         return doc
-
-
-def _describe(exc: Exception) -> str:
-    """A one-line reason from a cattrs error, which may group several."""
-    subs = getattr(exc, "exceptions", None)
-    if subs:
-        parts = []
-        for sub in subs:
-            notes = getattr(sub, "__notes__", [])
-            parts.append(f"{'; '.join(notes)}: {sub!r}" if notes else repr(sub))
-        return "; ".join(parts)
-    return repr(exc)

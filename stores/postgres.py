@@ -73,15 +73,12 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any, ClassVar, TypeVar
 
 import psycopg
-from psycopg import conninfo as pgconninfo
-from psycopg.pq import TransactionStatus
 from psycopg.rows import TupleRow
 
 from decider.stores import _postgres_leases as lease_rows
@@ -94,12 +91,21 @@ from decider.stores._postgres_append import (
     one_row,
     read_ahead,
 )
+from decider.stores._postgres_connect import (
+    DEFAULT_CONNECT_TIMEOUT,
+    SYNCHRONOUS_COMMIT_LEVELS,
+    connect_options,
+    describe,
+    roll_back,
+    store_error,
+)
 from decider.stores._postgres_listen import NotifyListener
 from decider.stores._postgres_notify import CommitAnnouncer
 from decider.stores._postgres_snapshots import PostgresSnapshots
 from decider.stores._postgres_sql import INDEX_BITS, Statements, decode, read_all_sql
 from decider.stores._postgres_state import PostgresStates
-from decider.stores.errors import PermanentStoreError, StoreError, StoreUnavailable
+from decider.stores._postgres_transactions import read_below_horizon, write_transaction
+from decider.stores.errors import StoreError
 from decider.stores.leases import Lease, batch_checkpoints, batch_leases, check_ttl
 from decider.stores.names import CHECKPOINT, POSTGRES, NameRules
 from decider.stores.protocol import (
@@ -116,22 +122,10 @@ from decider.stores.protocol import (
 )
 from decider.stores.subscription import CatchUpSubscription, LogNotifier
 
+__all__ = ["DEFAULT_CONNECT_TIMEOUT", "SYNCHRONOUS_COMMIT_LEVELS", "PostgresEventStore"]
+
 _T = TypeVar("_T")
 _Connection = psycopg.Connection[TupleRow]
-
-SYNCHRONOUS_COMMIT_LEVELS = ("on", "off", "local", "remote_write", "remote_apply")
-"""The accepted values of ``synchronous_commit`` (PostgreSQL's setting of that name)."""
-
-DEFAULT_CONNECT_TIMEOUT = 10
-"""Seconds a connection attempt may take when the conninfo does not say (``connect_timeout``)."""
-
-_FIRST_DELAY = 0.0002  # seconds between a read's looks at the horizon, doubling...
-_MAX_DELAY = 0.005  # ...up to this
-_MAX_RACES = 1000  # an ANY append racing writers of one stream; each lost race is one's win
-_MAX_SCHEMA_BYTES = 63  # PostgreSQL's identifier limit (NAMEDATALEN - 1)
-# Pipeline mode needs libpq 14+ (psycopg[binary] bundles one); without it the same statements
-# go one round trip each.
-_PIPELINE = psycopg.Pipeline.is_supported()
 
 
 class PostgresEventStore:
@@ -162,33 +156,13 @@ class PostgresEventStore:
         schema: str = "public",
         synchronous_commit: str = "on",
     ) -> None:
-        level = synchronous_commit.lower()
-        if level not in SYNCHRONOUS_COMMIT_LEVELS:
-            raise ValueError(
-                f"synchronous_commit must be one of {', '.join(SYNCHRONOUS_COMMIT_LEVELS)},"
-                f" got {synchronous_commit!r}"
-            )
-        if not schema or len(schema.encode()) > _MAX_SCHEMA_BYTES or "\x00" in schema:
-            raise ValueError(f"schema must be a name of 1 to 63 bytes, got {schema!r}")
-        try:
-            params = pgconninfo.conninfo_to_dict(conninfo)
-        except psycopg.Error as exc:
-            reason = " ".join(str(exc).split())
-            raise ValueError(f"malformed PostgreSQL conninfo: {reason}") from None
-        ports = str(params.get("port") or "").split(",")
-        if not all(p.strip().isdigit() for p in ports if p.strip()):
-            raise ValueError(f"port must be a number, got {params['port']!r}")
+        level, params, self._connect_kwargs = connect_options(conninfo, schema, synchronous_commit)
         self._conninfo = conninfo
-        self._connect_kwargs: dict[str, Any] = {"autocommit": True}
-        if "connect_timeout" not in params:
-            self._connect_kwargs["connect_timeout"] = DEFAULT_CONNECT_TIMEOUT
-        if "application_name" not in params:
-            self._connect_kwargs["application_name"] = "decider"
         self.schema = schema
         """The schema that holds this store's tables."""
         self.synchronous_commit = level
         """The ``synchronous_commit`` setting of this store's connections."""
-        self._name = _describe(params, schema)
+        self._name = describe(params, schema)
         self._sql = Statements.for_schema(schema)
         self._snapshots = PostgresSnapshots(schema)
         self._states = PostgresStates(schema)
@@ -212,7 +186,7 @@ class PostgresEventStore:
                     try:  # the script begins and commits its own transaction
                         connection.execute(script)
                     except BaseException:
-                        _roll_back(connection)
+                        roll_back(connection)
                         raise
         except BaseException:
             self.close()
@@ -467,30 +441,10 @@ class PostgresEventStore:
         and the expected-revision rule decides. The statements go in pipeline mode: ``BEGIN``
         and the first read share one round trip, and the inserts and the ``COMMIT`` another.
         """
-        for _ in range(_MAX_RACES):
-            with self._using() as connection:
-                try:
-                    with connection.pipeline() if _PIPELINE else contextlib.nullcontext():
-                        connection.execute("BEGIN")
-                        finish = body(connection)
-                        connection.execute("COMMIT")
-                except psycopg.errors.UniqueViolation:
-                    # A new connection: psycopg's cache of prepared statements may believe in
-                    # one whose preparation the failed pipeline skipped.
-                    self._connections.drop(self._connections.get())
-                    connection.close()
-                    continue
-                except BaseException:
-                    _roll_back(connection)
-                    raise
-                result = finish()
-            self._notifier.notify()
-            self._announcer.announce()
-            return result
-        raise StoreUnavailable(
-            f"PostgreSQL {self._name}: an append lost {_MAX_RACES} races in a row for a stream's"
-            " next revision"
-        )
+        result = write_transaction(self._using, self._connections, body, self._name)
+        self._notifier.notify()
+        self._announcer.announce()
+        return result
 
     def _wrote(self, position: int) -> None:
         """Note that this store wrote (or found stored) ``position``: its reads must see it."""
@@ -511,17 +465,7 @@ class PostgresEventStore:
         written = self._written
         if not written:
             return self._query(statement, params)
-        delay = _FIRST_DELAY
-        with self._using() as connection:
-            while True:
-                with connection.pipeline() if _PIPELINE else contextlib.nullcontext():
-                    connection.execute(self._sql.wait_older, (written,))
-                    oldest = connection.execute(self._sql.oldest_xid)
-                    rows = connection.execute(statement, params)
-                if one_row(oldest)[0] > written:
-                    return rows.fetchall()
-                time.sleep(delay)
-                delay = min(delay * 2, _MAX_DELAY)
+        return read_below_horizon(self._using, self._sql, written, statement, params)
 
     @contextlib.contextmanager
     def _using(self) -> Iterator[_Connection]:
@@ -538,7 +482,7 @@ class PostgresEventStore:
             except psycopg.Error as exc:
                 if connection.closed:
                     self._drop(connection, in_use)
-                raise _store_error(self._name, exc) from exc
+                raise store_error(self._name, exc) from exc
 
     def _connect(self) -> _Connection:
         """A new autocommit connection with the store's session settings (psycopg's errors)."""
@@ -555,7 +499,7 @@ class PostgresEventStore:
         try:
             return self._connections.get()
         except psycopg.Error as exc:
-            raise _store_error(self._name, exc) from exc
+            raise store_error(self._name, exc) from exc
 
     def _drop(self, connection: _Connection, in_use: threading.RLock) -> None:
         """Forget this thread's broken connection."""
@@ -578,45 +522,5 @@ class PostgresEventStore:
                 listener.start()
             except psycopg.Error as exc:
                 listener.stop(timeout=0)
-                raise _store_error(self._name, exc) from exc
+                raise store_error(self._name, exc) from exc
             self._listener = listener
-
-
-def _roll_back(connection: _Connection) -> None:
-    """End a failed transaction, if one is open (a broken connection has none to end)."""
-    if not connection.closed and connection.info.transaction_status in (
-        TransactionStatus.INTRANS,
-        TransactionStatus.INERROR,
-    ):
-        with contextlib.suppress(psycopg.Error):
-            connection.execute("ROLLBACK")
-
-
-def _store_error(name: str, exc: psycopg.Error) -> StoreError:
-    """The one place where psycopg's errors become the store's.
-
-    Data the server can never take (a NUL in text, an index row over the size limit, a value
-    out of range) is a :class:`PermanentStoreError`; failures to connect, lost connections,
-    timeouts, cancellations, deadlocks and serialisation failures may pass:
-    :class:`StoreUnavailable`; anything else is a :class:`StoreError`. All name the database
-    without its password.
-    """
-    # libpq spreads a message over lines (a hint on the next one): keep errors to one line.
-    reason = " ".join(str(exc).split()) or type(exc).__name__
-    # ProgramLimitExceeded (an index row too big) is an OperationalError: test it first.
-    if isinstance(exc, psycopg.DataError | psycopg.errors.ProgramLimitExceeded):
-        return PermanentStoreError(f"PostgreSQL {name} cannot store this: {reason}")
-    if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
-        return StoreUnavailable(f"PostgreSQL {name} is unavailable: {reason}")
-    return StoreError(f"PostgreSQL {name}: {reason}")
-
-
-def _describe(params: Mapping[str, Any], schema: str) -> str:
-    """``postgresql://user@host:port/dbname?schema=...``, from the parts given (no password)."""
-    user = params.get("user")
-    host = params.get("host") or params.get("hostaddr") or ""
-    port = params.get("port")
-    dbname = params.get("dbname") or ""
-    where = (f"{user}@" if user else "") + host + (f":{port}" if port else "")
-    suffix = "" if schema == "public" else f"?schema={schema}"
-    return f"postgresql://{where}/{dbname}{suffix}"

@@ -10,9 +10,9 @@ import psycopg
 import pytest
 
 from decider.stores import NO_STREAM, InvalidName, PermanentStoreError, StoreUnavailable
+from decider.stores._postgres_connect import store_error
 from decider.stores.contract import new_events
 from decider.stores.names import POSTGRES_MAX_NAME_BYTES
-from decider.stores.postgres import _store_error
 from decider.stores.sqlite import SqliteEventStore
 from tests.support.postgres import fresh_store
 
@@ -42,7 +42,7 @@ class _NoRules:
     ],
 )
 def test_postgres_error_mapping(error: psycopg.Error, expected: type[Exception]) -> None:
-    mapped = _store_error("postgresql://u@h/db", error)
+    mapped = store_error("postgresql://u@h/db", error)
     assert type(mapped) is expected
     assert "postgresql://u@h/db" in str(mapped)
 
