@@ -17,14 +17,15 @@ import pytest
 from samples.traffic_fine.app import REPORTS_STREAM
 from samples.traffic_fine.demo import reports
 from samples.traffic_fine.messages import SpeedingViolation
-from tests.service.test_svc_faults import WORKFLOWS, all_done, check_outcome
 from tests.support.apps import fines_app
 from tests.support.esdb_server import EsdbServerProcess, free_port
+from tests.support.fines import all_done, check_outcome
 from tests.support.service import ServiceProcess, service_env
 from tests.support.waiting import wait_until
 
 APP = "tests.support.apps:fines_app"
 DONE_TIMEOUT = 120.0
+WORKFLOWS = 60
 
 
 @pytest.mark.slow
@@ -49,13 +50,14 @@ def test_two_processes_on_one_node_log_no_errors(tmp_path: Path) -> None:
             fines_app.publish_many(store, made, REPORTS_STREAM)
             wait_until(
                 lambda: (
-                    any(s.check_alive() for s in services) or all_done(store, effects_db, speeding)
+                    any(s.check_alive() for s in services)
+                    or all_done(store, effects_db, speeding, WORKFLOWS)
                 ),
                 DONE_TIMEOUT,
                 "every workflow done by the two services",
             )
             assert [s.terminate() for s in services] == [0, 0]
-            check_outcome(store, effects_db, speeding)
+            check_outcome(store, effects_db, speeding, WORKFLOWS)
         finally:
             store.close()
     finally:

@@ -16,7 +16,6 @@ command has its results once, and the handlers ran a bounded number of extra tim
 from __future__ import annotations
 
 import contextlib
-import json
 import subprocess
 import threading
 import time
@@ -34,27 +33,21 @@ from decider.stores.sqlite import SqliteEventStore
 from samples.traffic_fine.app import REPORTS_STREAM
 from samples.traffic_fine.demo import reports
 from samples.traffic_fine.messages import PoliceReportPublished, SpeedingViolation
-from tests.support.apps import FINE_PARKING, FINE_SPEEDING, fines_app
+from tests.support import fines
+from tests.support.apps import fines_app
 from tests.support.effects import read_effects
 from tests.support.esdb_server import EsdbServerProcess, free_port
 from tests.support.postgres import PG_URI, fresh_schema
 from tests.support.service import (
     ServiceProcess,
-    check_no_duplicates,
-    completed,
     service_env,
 )
-from tests.support.stores import instance_streams
 from tests.support.waiting import wait_until
 
 APP = "tests.support.apps:fines_app"
 WORKFLOWS = 60
 RECOVERY_TIMEOUT = 60.0
 """Seconds the service may take to finish everything once the outage is over."""
-HANDLER_STREAMS = {
-    "fines.GenerateTrafficFineSystemNumber": "number_with_effect",
-    "fines.GenerateTrafficFineManualIdentificationCode": "code_with_effect",
-}
 
 
 def _made() -> tuple[list[PoliceReportPublished], set[str]]:
@@ -72,34 +65,14 @@ def handler_calls(effects_db: Path) -> int:
 def all_done(store: EventStore, effects_db: Path, speeding: set[str]) -> bool:
     """Every workflow completed and every command carried out (read errors: not yet)."""
     try:
-        if completed(store, fines_app) < WORKFLOWS or not effects_db.exists():
-            return False
+        return fines.all_done(store, effects_db, speeding, WORKFLOWS)
     except StoreError:
         return False
-    return len(read_effects(str(effects_db))) >= 3 * len(speeding)
 
 
 def check_outcome(store: EventStore, effects_db: Path, speeding: set[str]) -> int:
     """What the module docstring promises; the number of repeated handler calls."""
-    streams = instance_streams(store, "IssueTrafficFineForSpeedingViolation-")
-    assert len(streams) == WORKFLOWS
-    sent: dict[str, str] = {}
-    for stream, events in streams.items():
-        check_no_duplicates(stream, events)
-        report_id = stream.removeprefix("IssueTrafficFineForSpeedingViolation-")
-        expected = FINE_SPEEDING if report_id in speeding else FINE_PARKING
-        assert [e.type for e in events] == expected, stream
-        sent.update({str(e.id): e.type for e in events if e.type.startswith("Sent:")})
-    causes = [json.loads(events[1].metadata)["causation_id"] for events in streams.values()]
-    assert len(set(causes)) == WORKFLOWS
-    effects = read_effects(str(effects_db))
-    assert set(effects) == set(sent), "effects and Sent commands differ"
-    for command_id in effects:
-        handler = HANDLER_STREAMS.get(sent[command_id].removeprefix("Sent:"))
-        if handler is not None:
-            results = store.read_stream(f"{handler}-{command_id}")
-            assert len(results) == 1, f"{command_id}: {len(results)} results"
-    return sum(calls for _, calls in effects.values()) - len(effects)
+    return fines.check_outcome(store, effects_db, speeding, WORKFLOWS)
 
 
 def failures_logged(service: ServiceProcess) -> int:

@@ -22,12 +22,14 @@ HANDLER_STREAMS = {
 """The handlers of the number and code commands and the streams their results go to."""
 
 
-def check_outcome(store: EventStore, effects_db: Path, speeding: set[str]) -> int:
-    """Every workflow completed with exactly its expected history (no event twice, no input
-    handled twice), every command's effect happened once (the effects' ids are exactly the
-    ``Sent`` command ids) with one result; returns how many handler calls were repeats."""
+def check_outcome(
+    store: EventStore, effects_db: Path, speeding: set[str], workflows: int = WORKFLOWS
+) -> int:
+    """Every one of ``workflows`` completed with exactly its expected history (no event twice,
+    no input handled twice), every command's effect happened once (the effects' ids are exactly
+    the ``Sent`` command ids) with one result; returns how many handler calls were repeats."""
     streams = instance_streams(store, "IssueTrafficFineForSpeedingViolation-")
-    assert len(streams) == WORKFLOWS
+    assert len(streams) == workflows
     sent: dict[str, str] = {}
     for stream, events in streams.items():
         check_no_duplicates(stream, events)
@@ -37,7 +39,7 @@ def check_outcome(store: EventStore, effects_db: Path, speeding: set[str]) -> in
         sent.update({str(e.id): e.type for e in events if e.type.startswith("Sent:")})
     # Each report started exactly one instance.
     causes = [json.loads(events[1].metadata)["causation_id"] for events in streams.values()]
-    assert len(set(causes)) == WORKFLOWS
+    assert len(set(causes)) == workflows
 
     effects = read_effects(str(effects_db))
     assert set(effects) == set(sent), "effects and Sent commands differ"
@@ -53,8 +55,10 @@ def check_outcome(store: EventStore, effects_db: Path, speeding: set[str]) -> in
     return sum(calls for _, calls in effects.values()) - len(effects)
 
 
-def all_done(store: EventStore, effects_db: Path, speeding: set[str]) -> bool:
-    """Every workflow completed, and the last commands (issue the fine) carried out too."""
-    if completed(store, fines_app) < WORKFLOWS or not effects_db.exists():
+def all_done(
+    store: EventStore, effects_db: Path, speeding: set[str], workflows: int = WORKFLOWS
+) -> bool:
+    """All ``workflows`` completed, and the last commands (issue the fine) carried out too."""
+    if completed(store, fines_app) < workflows or not effects_db.exists():
         return False
     return len(read_effects(str(effects_db))) >= 3 * len(speeding)
