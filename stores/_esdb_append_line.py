@@ -33,13 +33,13 @@ from typing import Any
 import grpc
 
 from decider.stores._esdb_pipeline import (
-    _BATCH_APPEND,
-    _UNAVAILABLE,
+    BATCH_APPEND,
+    UNAVAILABLE,
     Outcome,
-    _outcome,
-    _Req,
-    _request,
-    _Resp,
+    Req,
+    Resp,
+    outcome,
+    request,
 )
 from decider.stores.errors import StoreError, StoreUnavailable
 from decider.stores.protocol import StreamAppend
@@ -58,8 +58,8 @@ class _Waiter:
         self.outcome: Outcome | None = None
         self.done = threading.Event()
 
-    def answer(self, outcome: Outcome) -> None:
-        self.outcome = outcome
+    def answer(self, result: Outcome) -> None:
+        self.outcome = result
         self.done.set()
 
 
@@ -73,9 +73,9 @@ class _Call:
         self.lock = threading.Lock()
         self.channel = client._connection._grpc_channel
         multi = self.channel.stream_stream(
-            _BATCH_APPEND,
-            request_serializer=_Req.SerializeToString,
-            response_deserializer=_Resp.FromString,
+            BATCH_APPEND,
+            request_serializer=Req.SerializeToString,
+            response_deserializer=Resp.FromString,
         )
         self.responses = multi(
             self._requests(),
@@ -87,24 +87,23 @@ class _Call:
 
     def _requests(self) -> Iterator[Any]:
         while True:
-            request = self.requests.get()
-            if request is _END:
+            item = self.requests.get()
+            if item is _END:
                 return
-            yield request
+            yield item
 
     def send(self, waiters: Sequence[_Waiter]) -> None:
         """Register ``waiters`` and queue their requests; raises the call's failure if it
         failed before they were registered."""
-        requests = []
+        correlations = [uuid.uuid4() for _ in waiters]
+        requests = [request(w.append, c) for w, c in zip(waiters, correlations, strict=True)]
         with self.lock:
             if self.failure is not None:
                 raise self.failure
-            for waiter in waiters:
-                correlation = uuid.uuid4()
+            for waiter, correlation in zip(waiters, correlations, strict=True):
                 self.pending[str(correlation)] = waiter
-                requests.append(_request(waiter.append, correlation))
-        for request in requests:
-            self.requests.put(request)
+        for item in requests:
+            self.requests.put(item)
 
     def _read(self) -> None:
         failure: StoreError
@@ -113,11 +112,11 @@ class _Call:
                 with self.lock:
                     waiter = self.pending.pop(response.correlation_id.string, None)
                 if waiter is not None:
-                    waiter.answer(_outcome(response, waiter.append))
+                    waiter.answer(outcome(response, waiter.append))
             failure = StoreUnavailable("EventStoreDB ended the append call")
         except grpc.RpcError as exc:
             code = exc.code() if isinstance(exc, grpc.Call) else None
-            if code in _UNAVAILABLE or code is grpc.StatusCode.CANCELLED:
+            if code in UNAVAILABLE or code is grpc.StatusCode.CANCELLED:
                 failure = StoreUnavailable(f"EventStoreDB did not answer: {code}")
             else:
                 failure = StoreError(f"EventStoreDB append call failed: {code}")

@@ -1,19 +1,13 @@
-"""Several stream appends in one round trip: v1 ``BatchAppend`` called on the client's channel.
+"""``Streams.BatchAppend``'s messages: a request from an append, an outcome from an answer.
 
-``Streams.BatchAppend`` is a bidirectional call: each request names a stream, its expected
-revision and its events (``is_final``: one atomic append), and the server answers each by its
-correlation id. The clients send one request per call and wait for its answer; this module
-sends every append of a processor's batch on one call and then reads all the answers, so a
-batch that spans instances costs one round trip instead of one per instance (and the answers
-carry each stream's new revision, which the clients drop: an ``ANY`` append needs no read to
-find its revision).
-
-The appends are independent, as if sent one after another: each is atomic on its own, a
-failure of one does not undo the others. The server takes a call's requests in the order sent
-(EventStoreDB hands them to its single writer in that order), so appends to one stream keep
-their order. Messages are built with the generated modules the test server also uses
-(:mod:`decider.stores.esdb_testserver._proto`, a descriptor pool of their own), so neither
-client's internals are needed beyond its channel, call metadata and credentials.
+``BatchAppend`` is a bidirectional call: each request names a stream, its expected revision
+and its events (``is_final``: one atomic append), and the server answers each by its
+correlation id with the stream's new revision (which the clients' ``append_to_stream`` drops:
+an ``ANY`` append needs no read to find its revision). The store sends every append on one
+open call (:mod:`._esdb_append_line`). Messages are built with the generated modules the test
+server also uses (:mod:`decider.stores.esdb_testserver._proto`, a descriptor pool of their
+own), so neither client's internals are needed beyond its channel, call metadata and
+credentials.
 """
 
 from __future__ import annotations
@@ -28,18 +22,18 @@ from decider.stores.errors import StoreError, StoreUnavailable, StreamDeleted, W
 from decider.stores.esdb_testserver._proto import shared_pb2, streams_pb2
 from decider.stores.protocol import EXISTS, NO_STREAM, AppendResult, NewEvent, StreamAppend
 
-_BATCH_APPEND = "/event_store.client.streams.Streams/BatchAppend"
+BATCH_APPEND = "/event_store.client.streams.Streams/BatchAppend"
 _MAX_DEADLINE_SECONDS = 315_576_000_000  # protobuf's largest Duration: no deadline
-_Req: Any = streams_pb2.BatchAppendReq
-_Resp: Any = streams_pb2.BatchAppendResp
-_UNAVAILABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+Req: Any = streams_pb2.BatchAppendReq
+Resp: Any = streams_pb2.BatchAppendResp
+UNAVAILABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 
 Outcome = AppendResult | StoreError
 """One append's answer: its result, or the error it met (mapped)."""
 
 
-def _request(item: StreamAppend, correlation: uuid.UUID) -> Any:
-    options = _Req.Options(
+def request(item: StreamAppend, correlation: uuid.UUID) -> Any:
+    options = Req.Options(
         stream_identifier=shared_pb2.StreamIdentifier(stream_name=item.stream.encode("utf-8"))
     )
     options.deadline.seconds = _MAX_DEADLINE_SECONDS
@@ -52,7 +46,7 @@ def _request(item: StreamAppend, correlation: uuid.UUID) -> Any:
         options.stream_exists.SetInParent()
     else:
         options.any.SetInParent()
-    return _Req(
+    return Req(
         correlation_id=shared_pb2.UUID(string=str(correlation)),
         options=options,
         proposed_messages=[_message(event) for event in item.events],
@@ -63,7 +57,7 @@ def _request(item: StreamAppend, correlation: uuid.UUID) -> Any:
 def _message(event: NewEvent) -> Any:
     # as the adapter's append: the content type only tells projections whether data is JSON
     is_json = event.data[:1] in (b"{", b"[")
-    return _Req.ProposedMessage(
+    return Req.ProposedMessage(
         id=shared_pb2.UUID(string=str(event.id)),
         metadata={
             "type": event.type,
@@ -74,7 +68,7 @@ def _message(event: NewEvent) -> Any:
     )
 
 
-def _outcome(response: Any, item: StreamAppend) -> Outcome:
+def outcome(response: Any, item: StreamAppend) -> Outcome:
     if response.WhichOneof("result") == "success":
         success = response.success
         if success.WhichOneof("current_revision_option") != "current_revision":
@@ -104,50 +98,6 @@ def _outcome(response: Any, item: StreamAppend) -> Outcome:
         f"EventStoreDB error on {item.stream!r}: {error.message or 'append failed'}"
         f" ({details.type_url.rpartition('/')[2] or 'no details'})"
     )
-
-
-def batch_append(client: Any, appends: Sequence[StreamAppend]) -> list[Outcome]:
-    """Send every append of ``appends`` on one ``BatchAppend`` call; each one's outcome, in
-    order. A failure of the call itself (the server is gone) raises
-    :class:`~decider.stores.errors.StoreUnavailable` (or :class:`StoreError`): then any of the
-    appends may or may not have been written."""
-    if not appends:
-        return []
-    correlations = [uuid.uuid4() for _ in appends]
-    by_id = {str(c): i for i, c in enumerate(correlations)}
-    requests = [_request(item, c) for item, c in zip(appends, correlations, strict=True)]
-    outcomes: list[Outcome | None] = [None] * len(appends)
-    try:
-        call = client._connection._grpc_channel.stream_stream(
-            _BATCH_APPEND,
-            request_serializer=_Req.SerializeToString,
-            response_deserializer=_Resp.FromString,
-        )
-        responses = call(
-            iter(requests),
-            metadata=(*client._call_metadata, ("requires-leader", "true")),
-            credentials=client._call_credentials,
-        )
-        left = len(appends)
-        for response in responses:
-            index = by_id.get(response.correlation_id.string)
-            if index is None or outcomes[index] is not None:
-                continue
-            outcomes[index] = _outcome(response, appends[index])
-            left -= 1
-            if left == 0:
-                break  # the server ends the call: every request was final
-    except grpc.RpcError as exc:
-        code = exc.code() if isinstance(exc, grpc.Call) else None
-        if code in _UNAVAILABLE:
-            raise StoreUnavailable(f"EventStoreDB did not answer: {exc!r}") from exc
-        raise StoreError(f"EventStoreDB batch append failed: {exc!r}") from exc
-    except ValueError as exc:  # the channel was closed under us
-        raise StoreUnavailable(f"EventStoreDB connection closed: {exc}") from exc
-    missing = [appends[i].stream for i, o in enumerate(outcomes) if o is None]
-    if missing:
-        raise StoreUnavailable(f"EventStoreDB ended a batch append without answering {missing!r}")
-    return [o for o in outcomes if o is not None]
 
 
 def first_failure(outcomes: Sequence[Outcome]) -> list[AppendResult]:
