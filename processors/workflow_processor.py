@@ -51,6 +51,7 @@ from decider.processors.cache import (
 )
 from decider.processors.deciding import DecidingProcessor, Routed, Work, WorkflowInputs
 from decider.processors.failures import UserCodeFailed, call_user
+from decider.processors.fresh_streams import FreshStreams
 from decider.processors.snapshots import Snapshots
 from decider.stores.errors import CorruptEvent
 from decider.stores.protocol import (
@@ -91,6 +92,8 @@ class WorkflowProcessor(DecidingProcessor):
         self.filter = self.inputs.filter
         self.cache = InstanceCache(cache_size)
         self._prefetched: dict[str, list[RecordedEvent]] = {}
+        self.fresh = FreshStreams()
+        self._presumed: dict[str, str] = {}  # the last batch's streams presumed new: input type
         self.snapshots = Snapshots(self.workflow, context.app.codec, context.store, self.log)
         store = context.store
         self._ids: IdLookupStore | None = store if isinstance(store, IdLookupStore) else None
@@ -129,26 +132,44 @@ class WorkflowProcessor(DecidingProcessor):
     def _prefetch(self, batch: Sequence[RecordedEvent]) -> None:
         """On a :class:`~decider.stores.protocol.PipelinedStore` (EventStoreDB), read the
         streams of the batch's instances that are not cached all at once: one round trip, not
-        one per new instance. Only :meth:`_load` takes what is read, within this batch."""
+        one per new instance; a stream whose input type keeps beginning new instances is
+        presumed new and not read at all (:mod:`decider.processors.fresh_streams`). Only
+        :meth:`_load` takes what is read, within this batch."""
+        self._presumed = {}
         if not self._pipelined:
             return
         prefix = streams.instance_prefix(self.workflow.name)
-        wanted = [
-            stream
-            for stream in dict.fromkeys(self.partition_key(event) for event in batch)
-            if stream.startswith(prefix) and stream not in self.cache
-        ]
+        wanted: dict[str, str] = {}  # stream: the type of its first input in the batch
+        for event in batch:
+            stream = self.partition_key(event)
+            if stream not in wanted and stream.startswith(prefix) and stream not in self.cache:
+                wanted[stream] = event.type
         if len(wanted) < 2:
             return
+        fresh = self.fresh
+        to_read = []
+        for stream, input_type in wanted.items():
+            if fresh.presumes(input_type):
+                self._presumed[stream] = input_type
+                self._prefetched[stream] = []
+            else:
+                to_read.append(stream)
+        fresh.presumed += len(self._presumed)
         store = self.context.store
         assert isinstance(store, PipelinedStore)
-        for first in range(0, len(wanted), _PREFETCH_AT_ONCE):
-            part = wanted[first : first + _PREFETCH_AT_ONCE]
+        for first in range(0, len(to_read), _PREFETCH_AT_ONCE):
+            part = to_read[first : first + _PREFETCH_AT_ONCE]
             read = store.read_each([(stream, 0) for stream in part])
-            self._prefetched.update(zip(part, read, strict=True))
+            for stream, records in zip(part, read, strict=True):
+                fresh.read(wanted[stream], found=bool(records))
+                self._prefetched[stream] = records
 
     def resync(self, stream: str) -> None:
-        """After a conflict on ``stream``: catch its cached entry up, or drop it."""
+        """After a conflict on ``stream``: catch its cached entry up, or drop it. A stream
+        that was presumed new existed: its input type is read again before it is presumed."""
+        input_type = self._presumed.pop(stream, None)
+        if input_type is not None:
+            self.fresh.wrong(input_type)
         if streams.workflow_of(stream) != self.workflow.name:
             return
         try:

@@ -37,6 +37,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, overload
 
+from decider.stores._esdb_records import append_records
 from decider.stores._expectations import Stored, plan_append, validate_append
 from decider.stores.errors import StoreError, WrongExpectedVersion
 from decider.stores.esdb import (
@@ -59,7 +60,9 @@ from decider.stores.protocol import (
     StreamAppend,
 )
 
-_APPEND_SESSION = ("kurrentdb.protocol.v2.streams.streamsservice", "appendsession")
+_V2_SERVICE = "kurrentdb.protocol.v2.streams.streamsservice"
+_APPEND_SESSION = (_V2_SERVICE, "appendsession")
+_APPEND_RECORDS = (_V2_SERVICE, "appendrecords")
 _FEATURES = "/event_store.client.server_features.ServerFeatures/GetSupportedMethods"
 _CHECKPOINT_IDS = uuid.UUID("6f0d8a53-3f0e-4d5c-9a57-8f1f6c2b7e21")
 _READ_BACK_SLACK = 16  # records a session may add besides ours (undeleting metadata)
@@ -69,20 +72,25 @@ _LEASE_RACES = 20  # fenced commits retried after our own renewals moved the lea
 
 def open_esdb_store(uri: str, *, multi_stream_append: bool = True) -> EsdbEventStore:
     """The store for ``uri``: transactional where client and server can append atomically to
-    several streams (``multi_stream_append=False`` never asks), plain otherwise."""
+    several streams (``multi_stream_append=False`` never asks), plain otherwise.
+
+    KurrentDB 26.1's ``AppendRecords`` is called on the client's channel with this package's
+    own messages, so it serves either client; 25.1's ``AppendSession`` goes through
+    ``kurrentdbclient``'s ``multi_append_to_stream``."""
     store = EsdbEventStore(uri)
-    if not multi_stream_append or not supports_append_session(store):
+    if not multi_stream_append:
+        return store
+    methods = server_methods(store)
+    records = _APPEND_RECORDS in methods
+    if not records and (CLIENT.new_events is None or _APPEND_SESSION not in methods):
         return store
     store.close()
-    return TransactionalEsdbEventStore(uri)
+    return TransactionalEsdbEventStore(uri, append_records=records)
 
 
-def supports_append_session(store: EsdbEventStore) -> bool:
-    """Whether the client has ``multi_append_to_stream`` and the server's ``ServerFeatures``
-    lists ``AppendSession``. Any failure of the probe (an older server answers
-    UNIMPLEMENTED) means no."""
-    if CLIENT.new_events is None:
-        return False
+def server_methods(store: EsdbEventStore) -> frozenset[tuple[str, str]]:
+    """The (service, method) pairs the server's ``ServerFeatures`` lists, lowercased; none if
+    the probe fails (an EventStoreDB older than 22.10 answers UNIMPLEMENTED)."""
     from decider.stores.esdb_testserver._proto import serverfeatures_pb2
 
     client: Any = store._client
@@ -100,16 +108,34 @@ def supports_append_session(store: EsdbEventStore) -> bool:
             credentials=client._call_credentials,
         )
     except Exception:
-        return False
-    return any((m.service_name, m.method_name) == _APPEND_SESSION for m in supported.methods)
+        return frozenset()
+    return frozenset((m.service_name, m.method_name) for m in supported.methods)
+
+
+def supports_append_session(store: EsdbEventStore) -> bool:
+    """Whether the client has ``multi_append_to_stream`` and the server's ``ServerFeatures``
+    lists ``AppendSession``."""
+    return CLIENT.new_events is not None and _APPEND_SESSION in server_methods(store)
+
+
+def supports_append_records(store: EsdbEventStore) -> bool:
+    """Whether the server's ``ServerFeatures`` lists 26.1's ``AppendRecords`` (either client
+    can then append atomically: the store makes the call itself)."""
+    return _APPEND_RECORDS in server_methods(store)
 
 
 class TransactionalEsdbEventStore(EsdbEventStore):
     """An :class:`EsdbEventStore` that is also a
     :class:`~decider.stores.protocol.TransactionalStore`, through KurrentDB's ``AppendSession``.
 
-    Open it with :func:`open_esdb_store`, which checks that the server can.
+    Open it with :func:`open_esdb_store`, which checks that the server can; with
+    ``append_records`` a batch is one ``AppendRecords`` call (KurrentDB 26.1), else one
+    ``AppendSession`` (25.1).
     """
+
+    def __init__(self, uri: str, *, append_records: bool = False) -> None:
+        super().__init__(uri)
+        self._send = self._records if append_records else self._session
 
     def append_batch(
         self,
@@ -173,14 +199,14 @@ class TransactionalEsdbEventStore(EsdbEventStore):
         requests.extend(tail)
         try:
             try:
-                position = self._session(requests, appends) if requests else None
+                position = self._send(requests, appends) if requests else None
             except WrongExpectedVersion as conflict:
                 if not guessed or (fence is not None and conflict.stream == fence[0]):
                     raise
                 # a merged ANY request mixed stored and new events: plan it event by event
                 requests, known, _ = self._plan(appends, careful=True)
                 requests.extend(tail)
-                position = self._session(requests, appends) if requests else None
+                position = self._send(requests, appends) if requests else None
         except WrongExpectedVersion as conflict:
             if fence is not None and conflict.stream == fence[0]:
                 raise  # the lease moved: the caller reads it again
@@ -189,7 +215,7 @@ class TransactionalEsdbEventStore(EsdbEventStore):
             # reference store lets each append be idempotent on its own: drop the appends that
             # are stored already (a real conflict is raised here) and send the rest once more.
             requests = self._unwritten(requests, appends)
-            position = self._session(requests, appends) if requests else None
+            position = self._send(requests, appends) if requests else None
         if checkpoint is not None:
             self._limit_checkpoint_stream(checkpoint[0])
         count = sum(len(r[1]) for r in requests)
@@ -280,6 +306,21 @@ class TransactionalEsdbEventStore(EsdbEventStore):
                     error.stream, expected.get(error.stream, ANY), error.actual
                 )
             raise error from exc
+
+    def _records(
+        self,
+        requests: list[tuple[str, list[NewEvent], ExpectedRevision]],
+        appends: Sequence[StreamAppend],
+    ) -> int:
+        """Write ``requests`` in one ``AppendRecords`` call (:mod:`._esdb_records`); the
+        commit position."""
+        try:
+            return append_records(self._client, requests)
+        except WrongExpectedVersion as error:
+            expected = {a.stream: a.expected_revision for a in appends}
+            raise WrongExpectedVersion(
+                error.stream, expected.get(error.stream, error.expected), error.actual
+            ) from error
 
     def _read_back(self, position: int, count: int) -> dict[uuid.UUID, tuple[int, int]]:
         """Revision and position by event id of the records just before and at ``position``."""

@@ -1,13 +1,19 @@
 """The EventStoreDB adapter's catch-up subscription (:class:`EsdbSubscription`), on a reader
-thread of its own; :meth:`decider.stores.esdb.EsdbEventStore.subscribe` opens one."""
+thread of its own; :meth:`decider.stores.esdb.EsdbEventStore.subscribe` opens one. Its
+``Read`` call and records come from :mod:`._esdb_read_call`, not from the client's
+``subscribe_to_all`` (which costs as much again per event)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
 
+import grpc
+
+from decider.stores._esdb_read_call import open_read, recorded, rpc_error, subscription_request
 from decider.stores._esdb_reader import QueuedReader
-from decider.stores.esdb import CLIENT, _to_recorded, map_error, server_filter
+from decider.stores.errors import StoreUnavailable
+from decider.stores.esdb import server_filter
 from decider.stores.protocol import CaughtUp, Filter, RecordedEvent
 
 
@@ -28,15 +34,11 @@ class EsdbSubscription(QueuedReader[RecordedEvent | CaughtUp]):
         super().__init__()
         self._filter = filter
         self._position = after_position
+        request = subscription_request(after_position, server_filter(filter))
         try:
-            self._call = client.subscribe_to_all(
-                commit_position=after_position,
-                include_caught_up=True,
-                include_checkpoints=True,
-                **server_filter(filter),
-            )
-        except CLIENT.base_error as exc:
-            raise map_error(exc) from exc
+            self._call = open_read(client, request)
+        except ValueError as exc:  # the channel was closed under us
+            raise StoreUnavailable(f"EventStoreDB connection closed: {exc}") from exc
         self._start()
 
     def __iter__(self) -> Iterator[RecordedEvent | CaughtUp]:
@@ -44,24 +46,30 @@ class EsdbSubscription(QueuedReader[RecordedEvent | CaughtUp]):
             yield item
 
     def _cancel(self) -> None:
-        self._call.stop()
+        self._call.cancel()
 
     def _pump(self) -> None:
+        try:
+            self._read()
+        except grpc.RpcError as exc:
+            if not self.stopped:
+                raise rpc_error(exc) from exc
+
+    def _read(self) -> None:
         caught_up_sent = False
-        for item in self._call:
-            if isinstance(item, CLIENT.caught_up):
-                if not caught_up_sent:
-                    caught_up_sent = True
-                    if not self._put(CaughtUp(self._position)):
-                        return
-            elif isinstance(item, CLIENT.checkpoint):
-                checkpoint = item.commit_position
-                if checkpoint is not None and (
-                    self._position is None or checkpoint > self._position
-                ):
+        matches = self._filter.matches
+        for response in self._call:
+            content = response.WhichOneof("content")
+            if content == "event":
+                record = recorded(response.event)
+                self._position = record.position
+                if matches(record.stream, record.type) and not self._put(record):
+                    return
+            elif content == "checkpoint":
+                checkpoint = response.checkpoint.commit_position
+                if self._position is None or checkpoint > self._position:
                     self._position = checkpoint
-            else:
-                self._position = item.commit_position
-                wanted = self._filter.matches(item.stream_name, item.type)
-                if wanted and not self._put(_to_recorded(item)):
+            elif content == "caught_up" and not caught_up_sent:
+                caught_up_sent = True
+                if not self._put(CaughtUp(self._position)):
                     return

@@ -26,6 +26,12 @@ def main(argv: list[str] | None = None) -> None:
         default=512,
         help="threads serving calls; each open subscription holds one (default 512)",
     )
+    parser.add_argument(
+        "--kurrentdb-version",
+        choices=("24.10", "25.1", "26.1"),
+        default="26.1",
+        help="the node it acts as: 24.10 serves no v2 call, 25.1 AppendSession only (default 26.1)",
+    )
     args = parser.parse_args(argv)
     stop = threading.Event()
 
@@ -35,7 +41,12 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     server = EsdbTestServer(
-        host=args.host, port=args.port, path=args.file, max_workers=args.workers
+        host=args.host,
+        port=args.port,
+        path=args.file,
+        max_workers=args.workers,
+        append_session=args.kurrentdb_version != "24.10",
+        append_records=args.kurrentdb_version == "26.1",
     ).start()
     print(f"EventStoreDB test server listening: {server.uri}", flush=True)
     try:

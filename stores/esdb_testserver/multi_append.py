@@ -1,4 +1,5 @@
-"""KurrentDB's multi-stream atomic append (the v2 ``AppendSession``) on the test server's log.
+"""KurrentDB's multi-stream atomic appends (the v2 ``AppendSession`` of 25.1, ``AppendRecords``
+of 26.1) on the test server's log.
 
 Semantics of KurrentDB 25.1+ (``StorageWriterService`` multi-stream writes): every stream's
 expected-revision check runs first, each the v1 check with that stream's own event ids; if any
@@ -15,7 +16,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from decider.stores.esdb_testserver.log import (
+    ANY,
+    DELETED_STREAM,
     NO_STREAM,
+    STREAM_EXISTS,
     Deleted,
     EventLog,
     Expired,
@@ -106,3 +110,172 @@ def _last(log: EventLog, stream: str) -> int:
     if index is None or not index.records:
         return NO_STREAM
     return len(index.records) - 1
+
+
+DELETED = -5
+TOMBSTONED = -6
+"""AppendRecords' expected (and actual) states beside the v1 ones: soft-deleted, tombstoned."""
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One ``StreamStateCheck`` of an ``AppendRecords`` call."""
+
+    stream: str
+    expected: int
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """A check that failed: its index among the call's streams and the stream's state."""
+
+    index: int
+    stream: str
+    expected: int
+    actual: int
+
+
+class ChecksFailed(Exception):
+    """``AppendRecords``' checks did not hold (every failed one is listed); nothing written."""
+
+    def __init__(self, violations: Sequence[Violation]) -> None:
+        self.violations = list(violations)
+        super().__init__("Append failed due to consistency violations.")
+
+
+@dataclass(frozen=True, slots=True)
+class RecordsResult:
+    """Each written stream's last revision (first-appearance order) and the commit position."""
+
+    revisions: list[tuple[str, int]]
+    position: int
+
+
+def append_records(
+    log: EventLog,
+    records: Sequence[tuple[str, Proposed]],
+    checks: Sequence[Check],
+    proceed: Callable[[], bool] = lambda: True,
+) -> RecordsResult:
+    """KurrentDB 26.1's ``AppendRecords``: write ``records`` (each naming its stream, in this
+    order in the log) atomically once every check holds, or nothing.
+
+    The server's streams are the checked ones in the checks' order, then the streams written
+    without a check (expected: any). Each is checked as v1 checks an append, with the ids of
+    the records written to it; a check of a stream not written only compares its state
+    (a revision, missing, exists, deleted or tombstoned). Raises :class:`ChecksFailed` with
+    every violation; if every written stream holds its records already, the original
+    revisions and position are returned and nothing is written (a mix is a violation of each
+    stream already written); :class:`TooLarge` past :data:`MAX_APPEND_SIZE`; :class:`Expired`
+    when ``proceed()`` is false before the write.
+    """
+    size = sum(len(e.data) + len(e.metadata) + len(e.type) for _, e in records)
+    if size > MAX_APPEND_SIZE:
+        raise TooLarge(f"Append transaction size {size} exceeds {MAX_APPEND_SIZE}.")
+    written: dict[str, list[Proposed]] = {}
+    for stream, event in records:
+        written.setdefault(stream, []).append(event)
+    expected = {check.stream: check.expected for check in checks}
+    order = [check.stream for check in checks]
+    order += [stream for stream in written if stream not in expected]
+    with log.changed:
+        outcomes, violations = _check_all(log, order, expected, written)
+        idempotent = [stream for stream, outcome in outcomes.items() if outcome[0]]
+        if not violations and idempotent and len(idempotent) == len(written):
+            revisions = [(stream, outcomes[stream][2]) for stream in written]
+            position = max(
+                log.streams[stream].records[revision].position for stream, revision in revisions
+            )
+            return RecordsResult(revisions, position)
+        if idempotent:
+            violations += [
+                Violation(order.index(s), s, expected.get(s, ANY), _state(log, s))
+                for s in idempotent
+            ]
+        if violations:
+            raise ChecksFailed(sorted(violations, key=lambda v: v.index))
+        if not proceed():
+            raise Expired()
+        return _write(log, records, outcomes)
+
+
+def _check_all(
+    log: EventLog, order: list[str], expected: dict[str, int], written: dict[str, list[Proposed]]
+) -> tuple[dict[str, tuple[bool, bool, int]], list[Violation]]:
+    """Each written stream's v1 check (idempotent, soft-deleted, revision), and every
+    violation, in the order of the server's streams. Call under the lock."""
+    violations: list[Violation] = []
+    outcomes: dict[str, tuple[bool, bool, int]] = {}
+    for index, stream in enumerate(order):
+        wanted = expected.get(stream, ANY)
+        events = written.get(stream)
+        if events is None:
+            actual = _state(log, stream)
+            if not _holds(wanted, actual):
+                violations.append(Violation(index, stream, wanted, actual))
+            continue
+        if wanted in (DELETED, TOMBSTONED):  # a state, not a revision: then as any
+            actual = _state(log, stream)
+            if actual != wanted or wanted == TOMBSTONED:
+                violations.append(Violation(index, stream, wanted, actual))
+                continue
+            wanted = ANY
+        try:
+            outcomes[stream] = log.check(stream, wanted, [e.id for e in events])
+        except (WrongVersion, Deleted):
+            shown = expected.get(stream, ANY)
+            violations.append(Violation(index, stream, shown, _state(log, stream)))
+    return outcomes, violations
+
+
+def _write(
+    log: EventLog,
+    records: Sequence[tuple[str, Proposed]],
+    outcomes: dict[str, tuple[bool, bool, int]],
+) -> RecordsResult:
+    """Write ``records`` in their order, one run of a stream's consecutive records at a time,
+    as one commit. Call under the lock."""
+    new: list[Record] = []
+    last = {stream: outcome[2] for stream, outcome in outcomes.items()}
+    soft_deleted = {stream for stream, outcome in outcomes.items() if outcome[1]}
+    results: dict[str, WriteResult] = {}
+    start = 0
+    while start < len(records):
+        stream = records[start][0]
+        end = start
+        while end < len(records) and records[end][0] == stream:
+            end += 1
+        events = [event for _, event in records[start:end]]
+        made, result = log.new_records(stream, events, stream in soft_deleted, last[stream])
+        soft_deleted.discard(stream)  # undeleted by its first run
+        last[stream] = result.current_revision or 0
+        results[stream] = result
+        new += made
+        start = end
+    log.commit(new)
+    return RecordsResult(
+        [(stream, result.current_revision or 0) for stream, result in results.items()],
+        max(r.position or 0 for r in results.values()),
+    )
+
+
+def _state(log: EventLog, stream: str) -> int:
+    """A stream's state as AppendRecords reports it: its revision, or missing, deleted, or
+    tombstoned."""
+    index = log.stream(stream)
+    if index is not None and index.tombstoned:
+        return TOMBSTONED
+    if index is None or not index.records:
+        return NO_STREAM
+    if index.meta.get("$tb") == DELETED_STREAM:
+        return DELETED
+    return len(index.records) - 1
+
+
+def _holds(expected: int, actual: int) -> bool:
+    """Whether a check of a stream not written holds."""
+    if expected == ANY:
+        return True
+    if expected == STREAM_EXISTS:
+        return actual >= 0
+    return expected == actual

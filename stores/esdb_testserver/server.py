@@ -26,6 +26,7 @@ from decider.stores.esdb_testserver.persistent_service import PersistentSubscrip
 from decider.stores.esdb_testserver.services import GossipServicer
 from decider.stores.esdb_testserver.streams_service import StreamsServicer
 from decider.stores.esdb_testserver.streams_v2_service import (
+    VERSIONS,
     ServerFeaturesServicer,
     StreamsV2Servicer,
 )
@@ -42,13 +43,17 @@ _SERVICES = (
 )
 
 
-def _served_methods(append_session: bool) -> dict[str, list[str]]:
-    """The methods of every service the server registers, as ``ServerFeatures`` lists them
-    (``AppendRecords`` aside: a 25.1 node has no such method)."""
+def _served_methods(version: str) -> dict[str, list[str]]:
+    """The methods of every service a node of ``version`` (one of :data:`VERSIONS`) serves,
+    as ``ServerFeatures`` lists them: 24.10 has no v2 call, 25.1 no ``AppendRecords``."""
     return {
-        name: [m.name for m in POOL.FindServiceByName(name).methods if m.name != "AppendRecords"]
+        name: [
+            m.name
+            for m in POOL.FindServiceByName(name).methods
+            if version == "26.1" or m.name != "AppendRecords"
+        ]
         for name in _SERVICES
-        if append_session or not name.startswith("kurrentdb.")
+        if version != "24.10" or not name.startswith("kurrentdb.")
     }
 
 
@@ -57,9 +62,10 @@ class EsdbTestServer:
 
     ``port=0`` picks a free port; :attr:`uri` is the connection string for either client.
     With ``path`` the log is reloaded from that file at start and every write is appended to
-    it. ``append_session=False`` serves no v2 ``AppendSession`` (as an EventStoreDB 24.10
-    node). Every open subscription holds one of ``max_workers`` threads while it waits (on a
-    condition variable), so the pool is large.
+    it. It acts as a KurrentDB 26.1 node: ``append_records=False`` serves no v2
+    ``AppendRecords`` (as a 25.1 node), ``append_session=False`` no v2 call at all (as an
+    EventStoreDB 24.10 node). Every open subscription holds one of ``max_workers`` threads
+    while it waits (on a condition variable), so the pool is large.
 
     WARNING: it reproduces the Streams API (see docs/esdb.md for what it leaves out); it is
     not a database: no TLS, no ACLs, no scavenging, one lock for all writes.
@@ -71,13 +77,18 @@ class EsdbTestServer:
         port: int = 0,
         path: str | os.PathLike[str] | None = None,
         max_workers: int = 512,
+        *,
         append_session: bool = True,
+        append_records: bool = True,
     ) -> None:
         self._host = host
         self._requested_port = port
         self._file = LogFile(path) if path is not None else None
         self._max_workers = max_workers
         self._append_session = append_session
+        self.version = "24.10" if not append_session else "26.1" if append_records else "25.1"
+        """The KurrentDB version it acts as (one of :data:`VERSIONS`)."""
+        assert self.version in VERSIONS
         self._server: grpc.Server | None = None
         self._port: int | None = None
         self.log = EventLog(sink=self._file.write if self._file else None)
@@ -119,10 +130,10 @@ class EsdbTestServer:
         )
         if self._append_session:
             streams_v2_pb2_grpc.add_StreamsServiceServicer_to_server(  # type: ignore[no-untyped-call]
-                StreamsV2Servicer(self.log), server
+                StreamsV2Servicer(self.log, append_records=self.version == "26.1"), server
             )
         serverfeatures_pb2_grpc.add_ServerFeaturesServicer_to_server(  # type: ignore[no-untyped-call]
-            ServerFeaturesServicer(_served_methods(self._append_session)), server
+            ServerFeaturesServicer(_served_methods(self.version), self.version), server
         )
         port = server.add_insecure_port(f"{self._host}:{self._requested_port}")
         if port == 0:

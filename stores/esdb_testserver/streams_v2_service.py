@@ -42,14 +42,21 @@ from decider.stores.esdb_testserver.log import (
     WrongVersion,
 )
 from decider.stores.esdb_testserver.multi_append import (
+    DELETED,
     MAX_APPEND_SIZE,
+    TOMBSTONED,
+    Check,
+    ChecksFailed,
     StreamPart,
+    append_records,
     append_session,
 )
 from decider.stores.esdb_testserver.wire import Context
 
-SERVER_VERSION = "25.1.0"
-"""The KurrentDB version the test server reports through ``ServerFeatures``."""
+VERSIONS = {"24.10": "24.10.0", "25.1": "25.1.0", "26.1": "26.1.0"}
+"""The node versions the test server can be (``ServerFeatures``' version for each): 24.10
+serves no v2 call, 25.1 ``AppendSession``, 26.1 ``AppendRecords`` too."""
+_STATES = (NO_STREAM, ANY, STREAM_EXISTS, DELETED, TOMBSTONED)
 
 _FORMATS = {1: "Json", 2: "Protobuf", 3: "Avro", 4: "Bytes"}
 # KurrentDB 26.1: letters and digits of any script, and _ . $ : - (25.1 allowed ASCII only)
@@ -77,11 +84,12 @@ def abort_rich(
 
 
 class StreamsV2Servicer(streams_v2_pb2_grpc.StreamsServiceServicer):
-    """``kurrentdb.protocol.v2.streams.StreamsService``: ``AppendSession`` (``AppendRecords``,
-    a 26.1 call, is not served: UNIMPLEMENTED, as on 25.x)."""
+    """``kurrentdb.protocol.v2.streams.StreamsService``: ``AppendSession``, and ``AppendRecords``
+    as a 26.1 node (``append_records=False``: UNIMPLEMENTED, as on 25.x)."""
 
-    def __init__(self, log: EventLog) -> None:
+    def __init__(self, log: EventLog, *, append_records: bool = True) -> None:
         self._log = log
+        self._append_records = append_records
 
     def AppendSession(self, request_iterator: Iterator[Any], context: Context) -> Any:
         """Collect one request per stream until the client half-closes, then write them all."""
@@ -156,6 +164,85 @@ class StreamsV2Servicer(streams_v2_pb2_grpc.StreamsServiceServicer):
             position=result.position,
         )
 
+    def AppendRecords(self, request: Any, context: Context) -> Any:
+        """Write the records to the streams they name, in request order, once every check
+        holds (:func:`~decider.stores.esdb_testserver.multi_append.append_records`)."""
+        if not self._append_records:
+            context.abort(grpc.StatusCode.UNIMPLEMENTED, "Method not found!")
+        if not request.records:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "No records to append")
+        checks: list[Check] = []
+        checked: set[str] = set()
+        for check in request.checks:
+            state = check.stream_state
+            if not check.HasField("stream_state") or not state.stream:
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, "A check names no stream")
+            if state.expected_state < 0 and state.expected_state not in _STATES:
+                context.abort(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"Invalid expected state {state.expected_state} for {state.stream}",
+                )
+            if state.stream.casefold() in checked:
+                context.abort(
+                    grpc.StatusCode.INVALID_ARGUMENT, f"Stream {state.stream} is checked twice"
+                )
+            checked.add(state.stream.casefold())
+            checks.append(Check(state.stream, state.expected_state))
+        records = []
+        for record in request.records:
+            if not record.stream or record.stream == "$$":
+                context.abort(
+                    grpc.StatusCode.INVALID_ARGUMENT, f"Invalid stream name {record.stream!r}"
+                )
+            records.append((record.stream, _proposed(record, record.stream, context)))
+        try:
+            result = append_records(
+                self._log, records, checks, lambda: wire.proceed_while_wanted(context)
+            )
+        except ChecksFailed as error:
+            lines = "".join(
+                f"\n - stream '{v.stream}': expected {v.expected}, actual {v.actual}"
+                for v in error.violations
+            )
+            Violation = streams_v2_errors_pb2.ConsistencyViolation
+            abort_rich(
+                context,
+                grpc.StatusCode.FAILED_PRECONDITION,
+                "APPEND_CONSISTENCY_VIOLATION",
+                f"{error}{lines}",
+                streams_v2_errors_pb2.AppendConsistencyViolationErrorDetails(
+                    violations=[
+                        Violation(
+                            check_index=v.index,
+                            stream_state=Violation.StreamStateViolation(
+                                stream=v.stream, expected_state=v.expected, actual_state=v.actual
+                            ),
+                        )
+                        for v in error.violations
+                    ]
+                ),
+            )
+        except TooLarge as error:
+            size = sum(len(event.data) for _, event in records)
+            abort_rich(
+                context,
+                grpc.StatusCode.ABORTED,
+                "APPEND_TRANSACTION_SIZE_EXCEEDED",
+                str(error),
+                streams_v2_errors_pb2.AppendTransactionSizeExceededErrorDetails(
+                    size=min(size, 2**31 - 1), max_size=MAX_APPEND_SIZE
+                ),
+            )
+        except Expired:
+            context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "Operation timed out")
+        return streams_v2_pb2.AppendRecordsResponse(
+            revisions=[
+                streams_v2_pb2.StreamRevision(stream=stream, revision=revision)
+                for stream, revision in result.revisions
+            ],
+            position=result.position,
+        )
+
 
 def _part(request: Any, context: Context) -> StreamPart:
     """One validated ``AppendRequest``; a bad one ends the call with INVALID_ARGUMENT."""
@@ -215,7 +302,8 @@ def _proposed(record: Any, stream: str, context: Context) -> Proposed:
 class ServerFeaturesServicer(serverfeatures_pb2_grpc.ServerFeaturesServicer):
     """``ServerFeatures.GetSupportedMethods``: every method served, names lowercased."""
 
-    def __init__(self, services: dict[str, list[str]]) -> None:
+    def __init__(self, services: dict[str, list[str]], version: str) -> None:
+        self._version = VERSIONS[version]
         self._methods = [
             serverfeatures_pb2.SupportedMethod(method_name=m.lower(), service_name=s.lower())
             for s, methods in services.items()
@@ -225,5 +313,5 @@ class ServerFeaturesServicer(serverfeatures_pb2_grpc.ServerFeaturesServicer):
     def GetSupportedMethods(self, request: Any, context: Context) -> Any:
         """The supported methods and the server's version (``major.minor.patch``)."""
         return serverfeatures_pb2.SupportedMethods(
-            methods=self._methods, event_store_server_version=SERVER_VERSION
+            methods=self._methods, event_store_server_version=self._version
         )

@@ -6,7 +6,11 @@ import uuid
 
 import pytest
 
-from decider.stores._esdb_batch import open_esdb_store, supports_append_session
+from decider.stores._esdb_batch import (
+    open_esdb_store,
+    supports_append_records,
+    supports_append_session,
+)
 from decider.stores._esdb_client import SCHEMES
 from decider.stores.errors import UnsupportedStoreURI
 from decider.stores.esdb import CLIENT, EsdbEventStore
@@ -49,25 +53,33 @@ def test_a_bad_query_parameter_is_unsupported_uri() -> None:
         open_store("kurrentdb://localhost:2113?NoSuchKey=1")
 
 
-def test_the_store_is_transactional_only_where_client_and_server_can_be() -> None:
-    for append_session in (True, False):
-        with EsdbTestServer(append_session=append_session) as server:
-            store = open_esdb_store(server.uri)
-            try:
-                expected = append_session and CLIENT.new_events is not None
-                assert isinstance(store, TransactionalStore) is expected
-                assert supports_append_session(store) is expected
-                plain = open_esdb_store(server.uri, multi_stream_append=False)
-                assert not isinstance(plain, TransactionalStore)
-                plain.close()
-            finally:
-                store.close()
+@pytest.mark.parametrize("version", ["24.10", "25.1", "26.1"])
+def test_the_store_is_transactional_only_where_client_and_server_can_be(version: str) -> None:
+    node = EsdbTestServer(append_session=version != "24.10", append_records=version == "26.1")
+    with node as server:
+        assert server.version == version
+        store = open_esdb_store(server.uri)
+        try:
+            # 26.1's AppendRecords is the store's own call (either client); 25.1's
+            # AppendSession goes through kurrentdbclient's multi_append_to_stream
+            session = version == "25.1" and CLIENT.new_events is not None
+            assert isinstance(store, TransactionalStore) is (version == "26.1" or session)
+            assert supports_append_records(store) is (version == "26.1")
+            assert supports_append_session(store) is (
+                version != "24.10" and CLIENT.new_events is not None
+            )
+            plain = open_esdb_store(server.uri, multi_stream_append=False)
+            assert not isinstance(plain, TransactionalStore)
+            plain.close()
+        finally:
+            store.close()
 
 
 def test_open_store_gives_the_transactional_store_where_it_can(esdb_uri: str) -> None:
     store = open_store(esdb_uri)
     try:
         assert isinstance(store, EsdbEventStore)
-        assert isinstance(store, TransactionalStore) is supports_append_session(store)
+        atomic = supports_append_records(store) or supports_append_session(store)
+        assert isinstance(store, TransactionalStore) is atomic
     finally:
         store.close()

@@ -90,8 +90,9 @@ def test_server_features_advertise_append_session(channel: grpc.Channel) -> None
     methods = {(m.service_name, m.method_name) for m in supported.methods}
     assert ("kurrentdb.protocol.v2.streams.streamsservice", "appendsession") in methods
     assert ("event_store.client.streams.streams", "batchappend") in methods
-    assert ("kurrentdb.protocol.v2.streams.streamsservice", "appendrecords") not in methods
-    assert supported.event_store_server_version == "25.1.0"
+    # the test server acts as a 26.1 node unless told otherwise
+    assert ("kurrentdb.protocol.v2.streams.streamsservice", "appendrecords") in methods
+    assert supported.event_store_server_version == "26.1.0"
 
 
 def test_streams_are_written_together_in_request_order(

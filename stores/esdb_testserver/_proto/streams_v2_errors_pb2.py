@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _pool.POOL.AddSerializedFile(b'\n=decider/stores/esdb_testserver/_proto/streams_v2_errors.proto\x12$kurrentdb.protocol.v2.streams.errors\".\n\x1cStreamTombstonedErrorDetails\x12\x0e\n\x06stream\x18\x01 \x01(\t\"h\n\"StreamRevisionConflictErrorDetails\x12\x0e\n\x06stream\x18\x01 \x01(\t\x12\x19\n\x11\x65xpected_revision\x18\x02 \x01(\x12\x12\x17\n\x0f\x61\x63tual_revision\x18\x03 \x01(\x12\"i\n$AppendRecordSizeExceededErrorDetails\x12\x0e\n\x06stream\x18\x01 \x01(\t\x12\x11\n\trecord_id\x18\x02 \x01(\t\x12\x0c\n\x04size\x18\x03 \x01(\x05\x12\x10\n\x08max_size\x18\x04 \x01(\x05\"K\n)AppendTransactionSizeExceededErrorDetails\x12\x0c\n\x04size\x18\x01 \x01(\x05\x12\x10\n\x08max_size\x18\x02 \x01(\x05\":\n(StreamAlreadyInAppendSessionErrorDetails\x12\x0e\n\x06stream\x18\x01 \x01(\tb\x06proto3')
+DESCRIPTOR = _pool.POOL.AddSerializedFile(b'\n=decider/stores/esdb_testserver/_proto/streams_v2_errors.proto\x12$kurrentdb.protocol.v2.streams.errors\".\n\x1cStreamTombstonedErrorDetails\x12\x0e\n\x06stream\x18\x01 \x01(\t\"h\n\"StreamRevisionConflictErrorDetails\x12\x0e\n\x06stream\x18\x01 \x01(\t\x12\x19\n\x11\x65xpected_revision\x18\x02 \x01(\x12\x12\x17\n\x0f\x61\x63tual_revision\x18\x03 \x01(\x12\"i\n$AppendRecordSizeExceededErrorDetails\x12\x0e\n\x06stream\x18\x01 \x01(\t\x12\x11\n\trecord_id\x18\x02 \x01(\t\x12\x0c\n\x04size\x18\x03 \x01(\x05\x12\x10\n\x08max_size\x18\x04 \x01(\x05\"K\n)AppendTransactionSizeExceededErrorDetails\x12\x0c\n\x04size\x18\x01 \x01(\x05\x12\x10\n\x08max_size\x18\x02 \x01(\x05\":\n(StreamAlreadyInAppendSessionErrorDetails\x12\x0e\n\x06stream\x18\x01 \x01(\t\"x\n&AppendConsistencyViolationErrorDetails\x12N\n\nviolations\x18\x01 \x03(\x0b\x32:.kurrentdb.protocol.v2.streams.errors.ConsistencyViolation\"\xf2\x01\n\x14\x43onsistencyViolation\x12\x13\n\x0b\x63heck_index\x18\x01 \x01(\x05\x12g\n\x0cstream_state\x18\x02 \x01(\x0b\x32O.kurrentdb.protocol.v2.streams.errors.ConsistencyViolation.StreamStateViolationH\x00\x1aT\n\x14StreamStateViolation\x12\x0e\n\x06stream\x18\x01 \x01(\t\x12\x16\n\x0e\x65xpected_state\x18\x02 \x01(\x12\x12\x14\n\x0c\x61\x63tual_state\x18\x03 \x01(\x12\x42\x06\n\x04typeb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -42,4 +42,10 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_APPENDTRANSACTIONSIZEEXCEEDEDERRORDETAILS']._serialized_end=439
   _globals['_STREAMALREADYINAPPENDSESSIONERRORDETAILS']._serialized_start=441
   _globals['_STREAMALREADYINAPPENDSESSIONERRORDETAILS']._serialized_end=499
+  _globals['_APPENDCONSISTENCYVIOLATIONERRORDETAILS']._serialized_start=501
+  _globals['_APPENDCONSISTENCYVIOLATIONERRORDETAILS']._serialized_end=621
+  _globals['_CONSISTENCYVIOLATION']._serialized_start=624
+  _globals['_CONSISTENCYVIOLATION']._serialized_end=866
+  _globals['_CONSISTENCYVIOLATION_STREAMSTATEVIOLATION']._serialized_start=774
+  _globals['_CONSISTENCYVIOLATION_STREAMSTATEVIOLATION']._serialized_end=858
 # @@protoc_insertion_point(module_scope)

@@ -26,7 +26,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 
 
-DESCRIPTOR = _pool.POOL.AddSerializedFile(b'\n6decider/stores/esdb_testserver/_proto/streams_v2.proto\x12\x1dkurrentdb.protocol.v2.streams\x1a\x1cgoogle/protobuf/struct.proto\"\x93\x01\n\rAppendRequest\x12\x0e\n\x06stream\x18\x01 \x01(\t\x12<\n\x07records\x18\x02 \x03(\x0b\x32+.kurrentdb.protocol.v2.streams.AppendRecord\x12\x1e\n\x11\x65xpected_revision\x18\x03 \x01(\x12H\x00\x88\x01\x01\x42\x14\n\x12_expected_revision\"]\n\x0e\x41ppendResponse\x12\x0e\n\x06stream\x18\x01 \x01(\t\x12\x17\n\x0fstream_revision\x18\x02 \x01(\x12\x12\x15\n\x08position\x18\x03 \x01(\x12H\x00\x88\x01\x01\x42\x0b\n\t_position\"h\n\x15\x41ppendSessionResponse\x12=\n\x06output\x18\x01 \x03(\x0b\x32-.kurrentdb.protocol.v2.streams.AppendResponse\x12\x10\n\x08position\x18\x02 \x01(\x12\"o\n\nSchemaInfo\x12;\n\x06\x66ormat\x18\x01 \x01(\x0e\x32+.kurrentdb.protocol.v2.streams.SchemaFormat\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0f\n\x02id\x18\x03 \x01(\tH\x00\x88\x01\x01\x42\x05\n\x03_id\"\xb9\x02\n\x0c\x41ppendRecord\x12\x16\n\trecord_id\x18\x01 \x01(\tH\x00\x88\x01\x01\x12O\n\nproperties\x18\x02 \x03(\x0b\x32;.kurrentdb.protocol.v2.streams.AppendRecord.PropertiesEntry\x12\x39\n\x06schema\x18\x03 \x01(\x0b\x32).kurrentdb.protocol.v2.streams.SchemaInfo\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\x0c\x12\x13\n\x06stream\x18\x05 \x01(\tH\x01\x88\x01\x01\x1aI\n\x0fPropertiesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12%\n\x05value\x18\x02 \x01(\x0b\x32\x16.google.protobuf.Value:\x02\x38\x01\x42\x0c\n\n_record_idB\t\n\x07_stream*\x92\x01\n\x0cSchemaFormat\x12\x1d\n\x19SCHEMA_FORMAT_UNSPECIFIED\x10\x00\x12\x16\n\x12SCHEMA_FORMAT_JSON\x10\x01\x12\x1a\n\x16SCHEMA_FORMAT_PROTOBUF\x10\x02\x12\x16\n\x12SCHEMA_FORMAT_AVRO\x10\x03\x12\x17\n\x13SCHEMA_FORMAT_BYTES\x10\x04\x32\x87\x01\n\x0eStreamsService\x12u\n\rAppendSession\x12,.kurrentdb.protocol.v2.streams.AppendRequest\x1a\x34.kurrentdb.protocol.v2.streams.AppendSessionResponse(\x01\x62\x06proto3')
+DESCRIPTOR = _pool.POOL.AddSerializedFile(b'\n6decider/stores/esdb_testserver/_proto/streams_v2.proto\x12\x1dkurrentdb.protocol.v2.streams\x1a\x1cgoogle/protobuf/struct.proto\"\x95\x01\n\x14\x41ppendRecordsRequest\x12<\n\x07records\x18\x01 \x03(\x0b\x32+.kurrentdb.protocol.v2.streams.AppendRecord\x12?\n\x06\x63hecks\x18\x02 \x03(\x0b\x32/.kurrentdb.protocol.v2.streams.ConsistencyCheck\"\xb0\x01\n\x10\x43onsistencyCheck\x12X\n\x0cstream_state\x18\x01 \x01(\x0b\x32@.kurrentdb.protocol.v2.streams.ConsistencyCheck.StreamStateCheckH\x00\x1a:\n\x10StreamStateCheck\x12\x0e\n\x06stream\x18\x01 \x01(\t\x12\x16\n\x0e\x65xpected_state\x18\x02 \x01(\x12\x42\x06\n\x04type\"k\n\x15\x41ppendRecordsResponse\x12@\n\trevisions\x18\x01 \x03(\x0b\x32-.kurrentdb.protocol.v2.streams.StreamRevision\x12\x10\n\x08position\x18\x02 \x01(\x12\"2\n\x0eStreamRevision\x12\x0e\n\x06stream\x18\x01 \x01(\t\x12\x10\n\x08revision\x18\x02 \x01(\x12\"\x93\x01\n\rAppendRequest\x12\x0e\n\x06stream\x18\x01 \x01(\t\x12<\n\x07records\x18\x02 \x03(\x0b\x32+.kurrentdb.protocol.v2.streams.AppendRecord\x12\x1e\n\x11\x65xpected_revision\x18\x03 \x01(\x12H\x00\x88\x01\x01\x42\x14\n\x12_expected_revision\"]\n\x0e\x41ppendResponse\x12\x0e\n\x06stream\x18\x01 \x01(\t\x12\x17\n\x0fstream_revision\x18\x02 \x01(\x12\x12\x15\n\x08position\x18\x03 \x01(\x12H\x00\x88\x01\x01\x42\x0b\n\t_position\"h\n\x15\x41ppendSessionResponse\x12=\n\x06output\x18\x01 \x03(\x0b\x32-.kurrentdb.protocol.v2.streams.AppendResponse\x12\x10\n\x08position\x18\x02 \x01(\x12\"o\n\nSchemaInfo\x12;\n\x06\x66ormat\x18\x01 \x01(\x0e\x32+.kurrentdb.protocol.v2.streams.SchemaFormat\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0f\n\x02id\x18\x03 \x01(\tH\x00\x88\x01\x01\x42\x05\n\x03_id\"\xb9\x02\n\x0c\x41ppendRecord\x12\x16\n\trecord_id\x18\x01 \x01(\tH\x00\x88\x01\x01\x12O\n\nproperties\x18\x02 \x03(\x0b\x32;.kurrentdb.protocol.v2.streams.AppendRecord.PropertiesEntry\x12\x39\n\x06schema\x18\x03 \x01(\x0b\x32).kurrentdb.protocol.v2.streams.SchemaInfo\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\x0c\x12\x13\n\x06stream\x18\x05 \x01(\tH\x01\x88\x01\x01\x1aI\n\x0fPropertiesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12%\n\x05value\x18\x02 \x01(\x0b\x32\x16.google.protobuf.Value:\x02\x38\x01\x42\x0c\n\n_record_idB\t\n\x07_stream*\x92\x01\n\x0cSchemaFormat\x12\x1d\n\x19SCHEMA_FORMAT_UNSPECIFIED\x10\x00\x12\x16\n\x12SCHEMA_FORMAT_JSON\x10\x01\x12\x1a\n\x16SCHEMA_FORMAT_PROTOBUF\x10\x02\x12\x16\n\x12SCHEMA_FORMAT_AVRO\x10\x03\x12\x17\n\x13SCHEMA_FORMAT_BYTES\x10\x04\x32\x83\x02\n\x0eStreamsService\x12u\n\rAppendSession\x12,.kurrentdb.protocol.v2.streams.AppendRequest\x1a\x34.kurrentdb.protocol.v2.streams.AppendSessionResponse(\x01\x12z\n\rAppendRecords\x12\x33.kurrentdb.protocol.v2.streams.AppendRecordsRequest\x1a\x34.kurrentdb.protocol.v2.streams.AppendRecordsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,20 +35,30 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_APPENDRECORD_PROPERTIESENTRY']._loaded_options = None
   _globals['_APPENDRECORD_PROPERTIESENTRY']._serialized_options = b'8\001'
-  _globals['_SCHEMAFORMAT']._serialized_start=900
-  _globals['_SCHEMAFORMAT']._serialized_end=1046
-  _globals['_APPENDREQUEST']._serialized_start=120
-  _globals['_APPENDREQUEST']._serialized_end=267
-  _globals['_APPENDRESPONSE']._serialized_start=269
-  _globals['_APPENDRESPONSE']._serialized_end=362
-  _globals['_APPENDSESSIONRESPONSE']._serialized_start=364
-  _globals['_APPENDSESSIONRESPONSE']._serialized_end=468
-  _globals['_SCHEMAINFO']._serialized_start=470
-  _globals['_SCHEMAINFO']._serialized_end=581
-  _globals['_APPENDRECORD']._serialized_start=584
-  _globals['_APPENDRECORD']._serialized_end=897
-  _globals['_APPENDRECORD_PROPERTIESENTRY']._serialized_start=799
-  _globals['_APPENDRECORD_PROPERTIESENTRY']._serialized_end=872
-  _globals['_STREAMSSERVICE']._serialized_start=1049
-  _globals['_STREAMSSERVICE']._serialized_end=1184
+  _globals['_SCHEMAFORMAT']._serialized_start=1392
+  _globals['_SCHEMAFORMAT']._serialized_end=1538
+  _globals['_APPENDRECORDSREQUEST']._serialized_start=120
+  _globals['_APPENDRECORDSREQUEST']._serialized_end=269
+  _globals['_CONSISTENCYCHECK']._serialized_start=272
+  _globals['_CONSISTENCYCHECK']._serialized_end=448
+  _globals['_CONSISTENCYCHECK_STREAMSTATECHECK']._serialized_start=382
+  _globals['_CONSISTENCYCHECK_STREAMSTATECHECK']._serialized_end=440
+  _globals['_APPENDRECORDSRESPONSE']._serialized_start=450
+  _globals['_APPENDRECORDSRESPONSE']._serialized_end=557
+  _globals['_STREAMREVISION']._serialized_start=559
+  _globals['_STREAMREVISION']._serialized_end=609
+  _globals['_APPENDREQUEST']._serialized_start=612
+  _globals['_APPENDREQUEST']._serialized_end=759
+  _globals['_APPENDRESPONSE']._serialized_start=761
+  _globals['_APPENDRESPONSE']._serialized_end=854
+  _globals['_APPENDSESSIONRESPONSE']._serialized_start=856
+  _globals['_APPENDSESSIONRESPONSE']._serialized_end=960
+  _globals['_SCHEMAINFO']._serialized_start=962
+  _globals['_SCHEMAINFO']._serialized_end=1073
+  _globals['_APPENDRECORD']._serialized_start=1076
+  _globals['_APPENDRECORD']._serialized_end=1389
+  _globals['_APPENDRECORD_PROPERTIESENTRY']._serialized_start=1291
+  _globals['_APPENDRECORD_PROPERTIESENTRY']._serialized_end=1364
+  _globals['_STREAMSSERVICE']._serialized_start=1541
+  _globals['_STREAMSSERVICE']._serialized_end=1800
 # @@protoc_insertion_point(module_scope)

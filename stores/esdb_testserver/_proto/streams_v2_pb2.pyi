@@ -20,6 +20,43 @@ SCHEMA_FORMAT_PROTOBUF: SchemaFormat
 SCHEMA_FORMAT_AVRO: SchemaFormat
 SCHEMA_FORMAT_BYTES: SchemaFormat
 
+class AppendRecordsRequest(_message.Message):
+    __slots__ = ("records", "checks")
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    CHECKS_FIELD_NUMBER: _ClassVar[int]
+    records: _containers.RepeatedCompositeFieldContainer[AppendRecord]
+    checks: _containers.RepeatedCompositeFieldContainer[ConsistencyCheck]
+    def __init__(self, records: _Optional[_Iterable[_Union[AppendRecord, _Mapping]]] = ..., checks: _Optional[_Iterable[_Union[ConsistencyCheck, _Mapping]]] = ...) -> None: ...
+
+class ConsistencyCheck(_message.Message):
+    __slots__ = ("stream_state",)
+    class StreamStateCheck(_message.Message):
+        __slots__ = ("stream", "expected_state")
+        STREAM_FIELD_NUMBER: _ClassVar[int]
+        EXPECTED_STATE_FIELD_NUMBER: _ClassVar[int]
+        stream: str
+        expected_state: int
+        def __init__(self, stream: _Optional[str] = ..., expected_state: _Optional[int] = ...) -> None: ...
+    STREAM_STATE_FIELD_NUMBER: _ClassVar[int]
+    stream_state: ConsistencyCheck.StreamStateCheck
+    def __init__(self, stream_state: _Optional[_Union[ConsistencyCheck.StreamStateCheck, _Mapping]] = ...) -> None: ...
+
+class AppendRecordsResponse(_message.Message):
+    __slots__ = ("revisions", "position")
+    REVISIONS_FIELD_NUMBER: _ClassVar[int]
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    revisions: _containers.RepeatedCompositeFieldContainer[StreamRevision]
+    position: int
+    def __init__(self, revisions: _Optional[_Iterable[_Union[StreamRevision, _Mapping]]] = ..., position: _Optional[int] = ...) -> None: ...
+
+class StreamRevision(_message.Message):
+    __slots__ = ("stream", "revision")
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    stream: str
+    revision: int
+    def __init__(self, stream: _Optional[str] = ..., revision: _Optional[int] = ...) -> None: ...
+
 class AppendRequest(_message.Message):
     __slots__ = ("stream", "records", "expected_revision")
     STREAM_FIELD_NUMBER: _ClassVar[int]

@@ -39,6 +39,11 @@ class StreamsServiceStub(object):
                 request_serializer=decider_dot_stores_dot_esdb__testserver_dot___proto_dot_streams__v2__pb2.AppendRequest.SerializeToString,
                 response_deserializer=decider_dot_stores_dot_esdb__testserver_dot___proto_dot_streams__v2__pb2.AppendSessionResponse.FromString,
                 _registered_method=True)
+        self.AppendRecords = channel.unary_unary(
+                '/kurrentdb.protocol.v2.streams.StreamsService/AppendRecords',
+                request_serializer=decider_dot_stores_dot_esdb__testserver_dot___proto_dot_streams__v2__pb2.AppendRecordsRequest.SerializeToString,
+                response_deserializer=decider_dot_stores_dot_esdb__testserver_dot___proto_dot_streams__v2__pb2.AppendRecordsResponse.FromString,
+                _registered_method=True)
 
 
 class StreamsServiceServicer(object):
@@ -51,6 +56,13 @@ class StreamsServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AppendRecords(self, request, context):
+        """26.1: appends records to the streams they name atomically, after every check holds.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_StreamsServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -58,6 +70,11 @@ def add_StreamsServiceServicer_to_server(servicer, server):
                     servicer.AppendSession,
                     request_deserializer=decider_dot_stores_dot_esdb__testserver_dot___proto_dot_streams__v2__pb2.AppendRequest.FromString,
                     response_serializer=decider_dot_stores_dot_esdb__testserver_dot___proto_dot_streams__v2__pb2.AppendSessionResponse.SerializeToString,
+            ),
+            'AppendRecords': grpc.unary_unary_rpc_method_handler(
+                    servicer.AppendRecords,
+                    request_deserializer=decider_dot_stores_dot_esdb__testserver_dot___proto_dot_streams__v2__pb2.AppendRecordsRequest.FromString,
+                    response_serializer=decider_dot_stores_dot_esdb__testserver_dot___proto_dot_streams__v2__pb2.AppendRecordsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -87,6 +104,33 @@ class StreamsService(object):
             '/kurrentdb.protocol.v2.streams.StreamsService/AppendSession',
             decider_dot_stores_dot_esdb__testserver_dot___proto_dot_streams__v2__pb2.AppendRequest.SerializeToString,
             decider_dot_stores_dot_esdb__testserver_dot___proto_dot_streams__v2__pb2.AppendSessionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AppendRecords(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kurrentdb.protocol.v2.streams.StreamsService/AppendRecords',
+            decider_dot_stores_dot_esdb__testserver_dot___proto_dot_streams__v2__pb2.AppendRecordsRequest.SerializeToString,
+            decider_dot_stores_dot_esdb__testserver_dot___proto_dot_streams__v2__pb2.AppendRecordsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,121 @@
+"""``Streams.Read`` as the catch-up subscription makes it: the request, and records from answers.
+
+A subscription receives one message per event, and in Python each message already costs tens
+of microseconds in gRPC alone: the clients' conversion on top (a record of their own with a
+dozen fields, then ours) cost as much again. The subscription therefore opens its ``Read``
+call on the client's channel itself, as the append line does for ``BatchAppend``
+(:mod:`._esdb_append_line`), and makes a :class:`~decider.stores.protocol.RecordedEvent`
+straight from each answer. The messages are the generated ones the test server serves
+(:mod:`decider.stores.esdb_testserver._proto`, a descriptor pool of their own); of a client
+only its channel, call metadata and credentials are used.
+
+The request is the one both clients send for ``subscribe_to_all``, but with a checkpoint
+every :data:`CHECKPOINT_WINDOW` x :data:`CHECKPOINT_MULTIPLIER` events considered (the
+clients' default, 30 x 5, sends one every 150): a checkpoint only moves a subscription's
+position on past events its filter drops, and every message costs.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+import grpc
+
+from decider.stores.errors import StoreError, StoreUnavailable
+from decider.stores.esdb_testserver._proto import shared_pb2, streams_pb2
+from decider.stores.protocol import RecordedEvent
+
+READ = "/event_store.client.streams.Streams/Read"
+CHECKPOINT_WINDOW = 32
+"""The filter's search window (``max``)."""
+CHECKPOINT_MULTIPLIER = 32
+"""A checkpoint every window x multiplier events considered (1,024)."""
+_EPOCH = datetime.fromtimestamp(0, UTC)
+# "created" counts .NET ticks (100 ns) since the Unix epoch; divided as both clients divide
+# (the ticks made a float first), so a record read here equals one the client reads
+_TICKS_PER_SECOND = 10_000_000.0
+_UNAVAILABLE = (
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.DEADLINE_EXCEEDED,
+    grpc.StatusCode.CANCELLED,
+)
+Req: Any = streams_pb2.ReadReq
+Resp: Any = streams_pb2.ReadResp
+_Options: Any = Req.Options
+
+
+def subscription_request(after_position: int | None, arguments: dict[str, Any]) -> Any:
+    """The ``ReadReq`` of a subscription to ``$all`` from ``after_position`` (the server
+    starts after it; ``None``: from the start), filtered by ``arguments`` as
+    :func:`~decider.stores.esdb.server_filter` gives them to a client."""
+    options = _Options(
+        read_direction=_Options.Forwards,
+        resolve_links=False,
+        subscription=_Options.SubscriptionOptions(),
+        uuid_option=_Options.UUIDOption(string=shared_pb2.Empty()),
+    )
+    if after_position is None:
+        options.all.start.SetInParent()
+    else:
+        options.all.position.commit_position = after_position
+        options.all.position.prepare_position = after_position
+    include = arguments.get("filter_include", ())
+    exclude = arguments.get("filter_exclude", ())
+    if include or exclude:
+        # the clients' regular expressions: one of the included, or none of the excluded
+        if include:
+            regex = "^" + "|".join(include) + "$"
+        else:
+            regex = "^(?!(" + "|".join(pattern + "$" for pattern in exclude) + "))"
+        expression = _Options.FilterOptions.Expression(regex=regex)
+        filter_options = _Options.FilterOptions(
+            max=CHECKPOINT_WINDOW, checkpointIntervalMultiplier=CHECKPOINT_MULTIPLIER
+        )
+        if arguments.get("filter_by_stream_name"):
+            filter_options.stream_identifier.CopyFrom(expression)
+        else:
+            filter_options.event_type.CopyFrom(expression)
+        options.filter.CopyFrom(filter_options)
+    else:
+        options.no_filter.SetInParent()
+    return Req(options=options)
+
+
+def open_read(client: Any, request: Any) -> Any:
+    """Start a ``Read`` call on ``client``'s channel: an iterator of ``ReadResp`` that is also
+    a :class:`grpc.Call` (``cancel()`` ends it)."""
+    call = client._connection._grpc_channel.unary_stream(
+        READ, request_serializer=Req.SerializeToString, response_deserializer=Resp.FromString
+    )
+    return call(request, metadata=client._call_metadata, credentials=client._call_credentials)
+
+
+def recorded(read_event: Any) -> RecordedEvent:
+    """Our record of a ``ReadResp.ReadEvent`` (links are not resolved: its event)."""
+    event = read_event.event
+    fields = event.metadata
+    try:
+        recorded_at = datetime.fromtimestamp(int(fields["created"]) / _TICKS_PER_SECOND, UTC)
+    except (KeyError, ValueError, OverflowError, OSError):
+        recorded_at = _EPOCH
+    return RecordedEvent(
+        id=uuid.UUID(event.id.string),
+        type=fields.get("type", ""),
+        data=event.data,
+        metadata=event.custom_metadata,
+        stream=event.stream_identifier.stream_name.decode("utf-8", "surrogateescape"),
+        revision=event.stream_revision,
+        position=event.commit_position,
+        recorded_at=recorded_at,
+    )
+
+
+def rpc_error(exc: grpc.RpcError) -> StoreError:
+    """The :mod:`decider.stores.errors` exception for a failed ``Read`` call."""
+    code = exc.code() if isinstance(exc, grpc.Call) else None
+    if code in _UNAVAILABLE:
+        return StoreUnavailable(f"EventStoreDB did not answer: {code}")
+    details = exc.details() if isinstance(exc, grpc.Call) else None
+    return StoreError(f"EventStoreDB read failed: {code}: {details or 'no details'}")
