@@ -37,7 +37,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, overload
 
-from decider.stores._esdb_records import append_records
+from decider.stores._esdb_records import NotProperties, append_records
 from decider.stores._expectations import Stored, plan_append, validate_append
 from decider.stores.errors import StoreError, WrongExpectedVersion
 from decider.stores.esdb import (
@@ -185,10 +185,33 @@ class TransactionalEsdbEventStore(EsdbEventStore):
         checkpoint: tuple[str, int] | None,
         fence: _Request | None,
     ) -> Sequence[AppendResult]:
-        if not all(_properties_only(e.metadata) for item in appends for e in item.events):
-            if fence is not None:  # not atomic: the lease is checked first, then the rest
-                self.append(*fence)
-            return self._one_by_one(appends, checkpoint)
+        # AppendRecords' request is refused before anything is sent (NotProperties): no
+        # metadata is parsed twice on that path
+        if self._send is self._session and not all(
+            _properties_only(e.metadata) for item in appends for e in item.events
+        ):
+            return self._not_atomic(appends, checkpoint, fence)
+        try:
+            return self._atomic(appends, checkpoint, fence)
+        except NotProperties:
+            return self._not_atomic(appends, checkpoint, fence)
+
+    def _not_atomic(
+        self,
+        appends: Sequence[StreamAppend],
+        checkpoint: tuple[str, int] | None,
+        fence: _Request | None,
+    ) -> list[AppendResult]:
+        if fence is not None:  # not atomic: the lease is checked first, then the rest
+            self.append(*fence)
+        return self._one_by_one(appends, checkpoint)
+
+    def _atomic(
+        self,
+        appends: Sequence[StreamAppend],
+        checkpoint: tuple[str, int] | None,
+        fence: _Request | None,
+    ) -> Sequence[AppendResult]:
         # the appends' plan, then the checkpoint and the fence (the same in every plan)
         tail: list[_Request] = []
         if checkpoint is not None:

@@ -8,10 +8,11 @@ answers each written stream's revision and the commit position. Neither client h
 it: the call goes over the client's channel with the messages generated for the test server
 (:mod:`decider.stores.esdb_testserver._proto`), like the append line (:mod:`._esdb_append_line`).
 
-Metadata travels as string properties, as with ``AppendSession`` (the caller checks that it
-can: :func:`~decider.stores._esdb_batch._properties_only`). A failed check comes back as
-``APPEND_CONSISTENCY_VIOLATION`` listing every violation; the first in the server's order is
-raised as :class:`~decider.stores.errors.WrongExpectedVersion` (or
+Metadata travels as string properties, as with ``AppendSession``: a batch with other metadata
+raises :class:`NotProperties` before anything is sent (the caller appends it stream by
+stream). A failed check comes back as ``APPEND_CONSISTENCY_VIOLATION`` listing every
+violation; the first in the server's order is raised as
+:class:`~decider.stores.errors.WrongExpectedVersion` (or
 :class:`~decider.stores.errors.StreamDeleted` for a tombstoned stream).
 """
 
@@ -42,6 +43,10 @@ _Violations: Any = streams_v2_errors_pb2.AppendConsistencyViolationErrorDetails
 _UNAVAILABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 
 
+class NotProperties(ValueError):
+    """An event's metadata is neither empty nor a JSON object of strings: v2 cannot carry it."""
+
+
 def records_request(requests: Sequence[tuple[str, Sequence[NewEvent], ExpectedRevision]]) -> Any:
     """The ``AppendRecordsRequest`` that writes each ``(stream, events, expected)`` (each stream
     once), checking every expectation but ``ANY``."""
@@ -54,9 +59,7 @@ def records_request(requests: Sequence[tuple[str, Sequence[NewEvent], ExpectedRe
             schema.name = event.type
             schema.format = _JSON if event.data[:1] in (b"{", b"[") else _BYTES
             if event.metadata:
-                properties = record.properties
-                for key, value in json.loads(event.metadata).items():
-                    properties[key].string_value = value
+                _copy_properties(event.metadata, record.properties)
         if expected is not ANY:
             state = checks.add().stream_state
             state.stream = stream
@@ -64,11 +67,25 @@ def records_request(requests: Sequence[tuple[str, Sequence[NewEvent], ExpectedRe
     return message
 
 
+def _copy_properties(metadata: bytes, properties: Any) -> None:
+    try:
+        parsed = json.loads(metadata)
+    except ValueError as exc:
+        raise NotProperties(f"metadata is not JSON: {exc}") from None
+    if not isinstance(parsed, dict):
+        raise NotProperties("metadata is not a JSON object")
+    for key, value in parsed.items():
+        if not isinstance(value, str):
+            raise NotProperties(f"metadata value of {key!r} is not a string")
+        properties[key].string_value = value
+
+
 def append_records(
     client: Any, requests: Sequence[tuple[str, Sequence[NewEvent], ExpectedRevision]]
 ) -> int:
     """Append every request atomically over ``client``'s channel; the commit position.
 
+    Raises :class:`NotProperties` before sending if v2 cannot carry an event's metadata.
     Raises :class:`~decider.stores.errors.WrongExpectedVersion` (the first stream whose check
     failed, with its state), :class:`~decider.stores.errors.StreamDeleted`,
     :class:`~decider.stores.errors.StoreUnavailable` when the node does not answer, and

@@ -165,9 +165,10 @@ def append_records(
     the records written to it; a check of a stream not written only compares its state
     (a revision, missing, exists, deleted or tombstoned). Raises :class:`ChecksFailed` with
     every violation; if every written stream holds its records already, the original
-    revisions and position are returned and nothing is written (a mix is a violation of each
-    stream already written); :class:`TooLarge` past :data:`MAX_APPEND_SIZE`; :class:`Expired`
-    when ``proceed()`` is false before the write.
+    revisions and position are returned and nothing is written, whatever the checks of the
+    streams not written say (a mix is a violation of each stream already written);
+    :class:`TooLarge` past :data:`MAX_APPEND_SIZE`; :class:`Expired` when ``proceed()`` is
+    false before the write.
     """
     size = sum(len(e.data) + len(e.metadata) + len(e.type) for _, e in records)
     if size > MAX_APPEND_SIZE:
@@ -181,17 +182,19 @@ def append_records(
     with log.changed:
         outcomes, violations = _check_all(log, order, expected, written)
         idempotent = [stream for stream, outcome in outcomes.items() if outcome[0]]
-        if not violations and idempotent and len(idempotent) == len(written):
+        # a retry: every written stream holds its records (a failed check of a stream only
+        # checked does not matter, as in KurrentDB: the reply must be the original one)
+        if len(idempotent) == len(written):
             revisions = [(stream, outcomes[stream][2]) for stream in written]
             position = max(
                 log.streams[stream].records[revision].position for stream, revision in revisions
             )
             return RecordsResult(revisions, position)
-        if idempotent:
-            violations += [
-                Violation(order.index(s), s, expected.get(s, ANY), _state(log, s))
-                for s in idempotent
-            ]
+        for stream in idempotent:
+            wanted = expected.get(stream, ANY)
+            violations.append(
+                Violation(order.index(stream), stream, wanted, _state(log, stream, wanted))
+            )
         if violations:
             raise ChecksFailed(sorted(violations, key=lambda v: v.index))
         if not proceed():
@@ -209,22 +212,27 @@ def _check_all(
     for index, stream in enumerate(order):
         wanted = expected.get(stream, ANY)
         events = written.get(stream)
+        failed = Violation(index, stream, wanted, _state(log, stream, wanted))
         if events is None:
-            actual = _state(log, stream)
-            if not _holds(wanted, actual):
-                violations.append(Violation(index, stream, wanted, actual))
+            if not _holds(log, stream, wanted):
+                violations.append(failed)
             continue
-        if wanted in (DELETED, TOMBSTONED):  # a state, not a revision: then as any
-            actual = _state(log, stream)
-            if actual != wanted or wanted == TOMBSTONED:
-                violations.append(Violation(index, stream, wanted, actual))
-                continue
-            wanted = ANY
+        if wanted == TOMBSTONED:  # nothing is written to a stream expected tombstoned
+            violations.append(failed)
+            continue
         try:
-            outcomes[stream] = log.check(stream, wanted, [e.id for e in events])
+            # DELETED checks as ANY does (a retry is idempotent), then wants it soft-deleted
+            outcome = log.check(
+                stream, ANY if wanted == DELETED else wanted, [e.id for e in events]
+            )
         except (WrongVersion, Deleted):
-            shown = expected.get(stream, ANY)
-            violations.append(Violation(index, stream, shown, _state(log, stream)))
+            violations.append(failed)
+            continue
+        idempotent, soft_deleted, _ = outcome
+        if wanted == DELETED and not idempotent and not soft_deleted:
+            violations.append(failed)
+            continue
+        outcomes[stream] = outcome
     return outcomes, violations
 
 
@@ -259,23 +267,35 @@ def _write(
     )
 
 
-def _state(log: EventLog, stream: str) -> int:
-    """A stream's state as AppendRecords reports it: its revision, or missing, deleted, or
-    tombstoned."""
+def _state(log: EventLog, stream: str, expected: int) -> int:
+    """A stream's state as a failed check reports it (KurrentDB 26.1): tombstoned; deleted
+    only when it is soft-deleted and was expected to exist; else its last revision (a
+    soft-deleted stream's too), -1 if it has none."""
     index = log.stream(stream)
     if index is not None and index.tombstoned:
         return TOMBSTONED
+    if expected == STREAM_EXISTS and index is not None and index.meta.get("$tb") == DELETED_STREAM:
+        return DELETED
     if index is None or not index.records:
         return NO_STREAM
-    if index.meta.get("$tb") == DELETED_STREAM:
-        return DELETED
     return len(index.records) - 1
 
 
-def _holds(expected: int, actual: int) -> bool:
-    """Whether a check of a stream not written holds."""
+def _holds(log: EventLog, stream: str, expected: int) -> bool:
+    """Whether a check of a stream not written holds: KurrentDB's check of a write with no
+    events, where a tombstoned or soft-deleted stream counts as no stream and a soft-deleted
+    one also as its last revision."""
+    index = log.stream(stream)
+    if index is not None and index.tombstoned:
+        return expected in (ANY, NO_STREAM, TOMBSTONED)
+    soft_deleted = index is not None and index.meta.get("$tb") == DELETED_STREAM
+    last = len(index.records) - 1 if index is not None else NO_STREAM
     if expected == ANY:
         return True
+    if expected == NO_STREAM:
+        return last == NO_STREAM or soft_deleted
     if expected == STREAM_EXISTS:
-        return actual >= 0
-    return expected == actual
+        return last >= 0 and not soft_deleted
+    if expected == DELETED:
+        return soft_deleted
+    return expected == last

@@ -56,7 +56,8 @@ from decider.stores.esdb_testserver.wire import Context
 VERSIONS = {"24.10": "24.10.0", "25.1": "25.1.0", "26.1": "26.1.0"}
 """The node versions the test server can be (``ServerFeatures``' version for each): 24.10
 serves no v2 call, 25.1 ``AppendSession``, 26.1 ``AppendRecords`` too."""
-_STATES = (NO_STREAM, ANY, STREAM_EXISTS, DELETED, TOMBSTONED)
+# a check's states: ANY checks nothing and is refused (KurrentDB 26.1's ConsistencyCheckValidator)
+_STATES = (NO_STREAM, STREAM_EXISTS, DELETED, TOMBSTONED)
 
 _FORMATS = {1: "Json", 2: "Protobuf", 3: "Avro", 4: "Bytes"}
 # KurrentDB 26.1: letters and digits of any script, and _ . $ : - (25.1 allowed ASCII only)

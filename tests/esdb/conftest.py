@@ -23,3 +23,14 @@ def esdb_uri() -> Iterator[str]:
         return
     with EsdbTestServer() as server:
         yield server.uri
+
+
+@pytest.fixture(scope="session")
+def session_node_uri() -> Iterator[str | None]:
+    """The URI of a KurrentDB 25.1 node (``AppendSession``, no ``AppendRecords``): an in-process
+    test server acting as one; ``None`` with ``ESDB_URI`` set (a real server is one version)."""
+    if os.environ.get("ESDB_URI"):
+        yield None
+        return
+    with EsdbTestServer(append_records=False) as server:
+        yield server.uri
