@@ -32,6 +32,7 @@ object plus ``$schema.name`` and ``$schema.format`` keys, as KurrentDB returns t
 
 from __future__ import annotations
 
+import hashlib
 import json
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -257,9 +258,10 @@ class TransactionalEsdbEventStore(EsdbEventStore):
         requests: list[_Request] = []
         known: dict[int, AppendResult | uuid.UUID] = {}  # per append: result, or its last id
         guessed = False
-        streams = [item.stream for item in appends]
-        for stream in dict.fromkeys(streams):
-            indexes = [i for i, s in enumerate(streams) if s == stream]
+        by_stream: dict[str, list[int]] = {}
+        for index, item in enumerate(appends):
+            by_stream.setdefault(item.stream, []).append(index)
+        for stream, indexes in by_stream.items():
             items = [appends[i] for i in indexes]
             if len(indexes) == 1:
                 item = items[0]
@@ -296,10 +298,10 @@ class TransactionalEsdbEventStore(EsdbEventStore):
         events = [e for item in appends for e in item.events]
         if fence is not None:
             events.extend(fence[1])
-        batch_key = ",".join(str(e.id) for e in events)
+        batch_key = b"".join(e.id.bytes for e in events)  # not str(): a UUID's is slow
         event = checkpoint_event(checkpoint_position)
         event = NewEvent(
-            id=uuid.uuid5(_CHECKPOINT_IDS, f"{name}:{checkpoint_position}:{batch_key}"),
+            id=_derived_id(f"{name}:{checkpoint_position}:".encode() + batch_key),
             type=event.type,
             data=event.data,
         )
@@ -508,6 +510,12 @@ class _StreamView:
         wanted = set(ids)
         in_order = sorted(self.by_revision.values(), key=lambda s: s[1])
         return {s[0]: s for s in in_order if s[0] in wanted}  # the latest copy of an id
+
+
+def _derived_id(key: bytes) -> uuid.UUID:
+    """A name-based (version 5) UUID of ``key`` under the checkpoints' namespace."""
+    digest = hashlib.sha1(_CHECKPOINT_IDS.bytes + key, usedforsecurity=False).digest()
+    return uuid.UUID(bytes=digest[:16], version=5)
 
 
 def _all_new_any(items: Sequence[StreamAppend]) -> bool:

@@ -9,6 +9,12 @@ straight from each answer. The messages are the generated ones the test server s
 (:mod:`decider.stores.esdb_testserver._proto`, a descriptor pool of their own); of a client
 only its channel, call metadata and credentials are used.
 
+Subscriptions go over a channel of the store's own (:class:`ReadChannel`), made by the client
+for the node it is connected to (its TLS settings and options), with gRPC's single-threaded
+unary-stream option: the thread that reads a subscription takes each message off the call
+itself, where on the client's channel a channel-wide thread takes it and wakes the reader (a
+thread hand-off per message, about a third of a message's cost).
+
 The request is the one both clients send for ``subscribe_to_all``, but with a checkpoint
 every :data:`CHECKPOINT_WINDOW` x :data:`CHECKPOINT_MULTIPLIER` events considered (the
 clients' default, 30 x 5, sends one every 150): a checkpoint only moves a subscription's
@@ -17,11 +23,13 @@ position on past events its filter drops, and every message costs.
 
 from __future__ import annotations
 
+import threading
 import uuid
 from datetime import UTC, datetime
 from typing import Any
 
 import grpc
+import grpc.experimental
 
 from decider.stores.errors import StoreError, StoreUnavailable
 from decider.stores.esdb_testserver._proto import shared_pb2, streams_pb2
@@ -83,13 +91,50 @@ def subscription_request(after_position: int | None, arguments: dict[str, Any]) 
     return Req(options=options)
 
 
-def open_read(client: Any, request: Any) -> Any:
-    """Start a ``Read`` call on ``client``'s channel: an iterator of ``ReadResp`` that is also
-    a :class:`grpc.Call` (``cancel()`` ends it)."""
-    call = client._connection._grpc_channel.unary_stream(
-        READ, request_serializer=Req.SerializeToString, response_deserializer=Resp.FromString
-    )
-    return call(request, metadata=client._call_metadata, credentials=client._call_credentials)
+class ReadChannel:
+    """The store's channel for subscriptions, to the node its client is connected to.
+
+    Made on first use, and again once the client has moved to another node (after a
+    reconnect through discovery); :meth:`close` closes it, ending its calls.
+    """
+
+    _OPTIONS = ((grpc.experimental.ChannelOptions.SingleThreadedUnaryStream, 1),)
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self._lock = threading.Lock()
+        self._channel: grpc.Channel | None = None
+        self._target: str | None = None
+        self._closed = False
+
+    def open_read(self, request: Any) -> Any:
+        """Start a ``Read`` call: an iterator of ``ReadResp`` that is also a :class:`grpc.Call`
+        (``cancel()`` ends it). Iterate it on one thread only (the option's condition)."""
+        client = self._client
+        call = self._get().unary_stream(
+            READ, request_serializer=Req.SerializeToString, response_deserializer=Resp.FromString
+        )
+        return call(request, metadata=client._call_metadata, credentials=client._call_credentials)
+
+    def _get(self) -> grpc.Channel:
+        target = self._client._connection.grpc_target
+        with self._lock:
+            if self._closed:
+                raise ValueError("the store's read channel is closed")
+            if self._channel is None or target != self._target:
+                if self._channel is not None:
+                    self._channel.close()  # the node changed: its calls end, and resubscribe
+                self._channel = self._client._construct_grpc_channel(target, self._OPTIONS)
+                self._target = target
+            return self._channel
+
+    def close(self) -> None:
+        """Close the channel (its calls end); later reads raise ``ValueError``."""
+        with self._lock:
+            self._closed = True
+            channel, self._channel = self._channel, None
+        if channel is not None:
+            channel.close()
 
 
 def recorded(read_event: Any) -> RecordedEvent:

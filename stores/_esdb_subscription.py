@@ -6,11 +6,10 @@ thread of its own; :meth:`decider.stores.esdb.EsdbEventStore.subscribe` opens on
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import grpc
 
-from decider.stores._esdb_read_call import open_read, recorded, rpc_error, subscription_request
+from decider.stores._esdb_read_call import ReadChannel, recorded, rpc_error, subscription_request
 from decider.stores._esdb_reader import QueuedReader
 from decider.stores.errors import StoreUnavailable
 from decider.stores.esdb import server_filter
@@ -30,13 +29,13 @@ class EsdbSubscription(QueuedReader[RecordedEvent | CaughtUp]):
     _ENDED = "EventStoreDB ended the subscription"
     _THREAD = "esdb-subscription"
 
-    def __init__(self, client: Any, after_position: int | None, filter: Filter) -> None:
+    def __init__(self, channel: ReadChannel, after_position: int | None, filter: Filter) -> None:
         super().__init__()
         self._filter = filter
         self._position = after_position
         request = subscription_request(after_position, server_filter(filter))
         try:
-            self._call = open_read(client, request)
+            self._call = channel.open_read(request)
         except ValueError as exc:  # the channel was closed under us
             raise StoreUnavailable(f"EventStoreDB connection closed: {exc}") from exc
         self._start()

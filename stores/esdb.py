@@ -46,6 +46,7 @@ from decider.stores._esdb_append_line import AppendLine
 from decider.stores._esdb_client import load
 from decider.stores._esdb_leases import EsdbLeases
 from decider.stores._esdb_pipeline import first_failure
+from decider.stores._esdb_read_call import ReadChannel
 from decider.stores._expectations import check_read_args, validate_append
 from decider.stores.errors import (
     StoreError,
@@ -211,6 +212,7 @@ class EsdbEventStore:
         self._closed = False
         self._leases = EsdbLeases(self)
         self._line = AppendLine(self._client)
+        self._reads = ReadChannel(self._client)
 
     def __repr__(self) -> str:
         return f"EsdbEventStore({self._shown!r})"
@@ -354,7 +356,7 @@ class EsdbEventStore:
         from decider.stores._esdb_subscription import EsdbSubscription
 
         self._check_open()
-        subscription = EsdbSubscription(self._client, after_position, filter)
+        subscription = EsdbSubscription(self._reads, after_position, filter)
         with self._lock:
             self._subscriptions = {s for s in self._subscriptions if not s.stopped}
             self._subscriptions.add(subscription)
@@ -468,6 +470,7 @@ class EsdbEventStore:
         for subscription in subscriptions:
             subscription.stop()
         self._line.close()
+        self._reads.close()
         self._client.close()
 
     def _check_open(self) -> None:
