@@ -63,6 +63,8 @@ _FORMATS = {1: "Json", 2: "Protobuf", 3: "Avro", 4: "Bytes"}
 # KurrentDB 26.1: letters and digits of any script, and _ . $ : - (25.1 allowed ASCII only)
 _SCHEMA_NAME = re.compile(r"^[\w.$:-]+$")
 _TYPE_URL = "type.googleapis.com/"
+_CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_COMPACT_JSON = json.JSONEncoder(separators=(",", ":")).encode
 
 
 class _RichStatus(
@@ -262,19 +264,24 @@ def _part(request: Any, context: Context) -> StreamPart:
 
 def _proposed(record: Any, stream: str, context: Context) -> Proposed:
     record_id = record.record_id if record.HasField("record_id") else str(uuid.uuid4())
-    try:
-        record_id = str(uuid.UUID(record_id))
-    except ValueError:
-        context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"Record id {record_id!r} is not a UUID")
+    if not _CANONICAL_UUID.fullmatch(record_id):  # the clients' form needs no round trip
+        try:
+            record_id = str(uuid.UUID(record_id))
+        except ValueError:
+            context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, f"Record id {record_id!r} is not a UUID"
+            )
     schema = record.schema
-    if schema.format not in _FORMATS:
+    schema_format, name = schema.format, schema.name
+    shown_format = _FORMATS.get(schema_format)
+    if shown_format is None:
         context.abort(
             grpc.StatusCode.INVALID_ARGUMENT, f"Record {record_id} of {stream}: no schema format"
         )
-    if not _SCHEMA_NAME.match(schema.name):
+    if not _SCHEMA_NAME.match(name):
         context.abort(
             grpc.StatusCode.INVALID_ARGUMENT,
-            f"Record {record_id} of {stream}: invalid schema name {schema.name!r}",
+            f"Record {record_id} of {stream}: invalid schema name {name!r}",
         )
     properties: dict[str, Any] = {}
     for key, value in record.properties.items():
@@ -285,18 +292,19 @@ def _proposed(record: Any, stream: str, context: Context) -> Proposed:
         properties[key] = (
             value.string_value if kind == "string_value" else json_format.MessageToDict(value)
         )
-    if schema.format != 1:
-        properties["$schema.format"] = _FORMATS[schema.format]
+    if schema_format != 1:
+        properties["$schema.format"] = shown_format
     if schema.HasField("id"):
         properties["$schema.id"] = schema.id
     # what a v1 read returns as the record's metadata (KurrentDB's EventRecord mapping)
-    shown = {**properties, "$schema.name": schema.name, "$schema.format": _FORMATS[schema.format]}
+    properties["$schema.name"] = name
+    properties["$schema.format"] = shown_format
     return Proposed(
         id=record_id,
-        type=schema.name,
-        content_type="application/json" if schema.format == 1 else "application/octet-stream",
-        data=bytes(record.data),
-        metadata=json.dumps(shown, separators=(",", ":")).encode(),
+        type=name,
+        content_type="application/json" if schema_format == 1 else "application/octet-stream",
+        data=record.data,
+        metadata=_COMPACT_JSON(properties).encode(),
     )
 
 
