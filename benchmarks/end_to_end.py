@@ -46,11 +46,15 @@ from samples.traffic_fine.app import (
 from samples.traffic_fine.messages import PoliceReportPublished, SpeedingViolation
 from samples.traffic_fine.workflow import workflow
 
-STORES = ("sqlite", "memory", "esdb", "esdb_v1", "postgres")
+STORES = ("sqlite", "memory", "esdb", "esdb_25", "esdb_v1", "postgres")
 """The stores an end-to-end run can use. ``esdb``: the EventStoreDB test server (in a process of
-its own, as a real node would be) through :func:`~decider.stores._esdb_batch.open_esdb_store`,
-so with KurrentDB's multi-stream append where the client has it (``kurrentdbclient``);
-``esdb_v1``: the same server with v1 calls only (``multi_stream_append=False``)."""
+its own, as a real node would be, acting as KurrentDB 26.1) through
+:func:`~decider.stores._esdb_batch.open_esdb_store`, so with atomic batches (``AppendRecords``,
+either client); ``esdb_25``: the server acting as KurrentDB 25.1, whose atomic batches are
+``AppendSession`` calls (``kurrentdbclient`` only); ``esdb_v1``: the 26.1 server with v1 calls
+only (``multi_stream_append=False``), as on EventStoreDB 24.10."""
+_ESDB = {"esdb": "26.1", "esdb_25": "25.1", "esdb_v1": "26.1"}
+"""The node version each EventStoreDB kind runs the test server as."""
 
 _ISSUED = Filter(stream_prefixes=(ISSUED_STREAM,), event_types=("fines.IssueTrafficFine",))
 _COMPLETED = Filter(stream_prefixes=(f"{workflow.name}-",), event_types=("Completed",))
@@ -66,12 +70,12 @@ def _open_store(kind: str, directory: Path, uri: str | None, schema: str | None)
         from decider.stores.memory import MemoryEventStore
 
         return MemoryEventStore()
-    if kind in ("esdb", "esdb_v1"):
+    if kind in _ESDB:
         from decider.stores._esdb_batch import open_esdb_store
 
         if uri is None:
             raise ValueError("an EventStoreDB run needs the server's uri")
-        return open_esdb_store(uri, multi_stream_append=kind == "esdb")
+        return open_esdb_store(uri, multi_stream_append=kind != "esdb_v1")
     if kind == "postgres":
         from decider.stores.postgres import PostgresEventStore
 
@@ -225,10 +229,19 @@ def _python_env() -> dict[str, str]:
 
 
 @contextmanager
-def esdb_test_server() -> Iterator[str]:
-    """An EventStoreDB test server in its own process (so it does not share our GIL); its uri."""
+def esdb_test_server(version: str = "26.1") -> Iterator[str]:
+    """An EventStoreDB test server in its own process (so it does not share our GIL), acting
+    as a KurrentDB node of ``version``; its uri."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "decider.stores.esdb_testserver", "--port", "0"],
+        [
+            sys.executable,
+            "-m",
+            "decider.stores.esdb_testserver",
+            "--port",
+            "0",
+            "--kurrentdb-version",
+            version,
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -305,8 +318,8 @@ def best_of_runs(
     """
     runs = []
     for _ in range(repeats):
-        if kind in ("esdb", "esdb_v1"):
-            with esdb_test_server() as uri:
+        if kind in _ESDB:
+            with esdb_test_server(_ESDB[kind]) as uri:
                 runs.append(run_in_child(kind, n, timeout, uri))
         elif kind == "postgres":
             if pg_uri is None:
@@ -371,7 +384,8 @@ def measure(
         ("sqlite", sqlite_sizes),
         ("memory", memory_sizes),
         ("esdb", esdb_sizes),
-        ("esdb_v1", esdb_sizes if _has_multi_stream_append() else ()),
+        ("esdb_25", esdb_sizes if _has_append_session() else ()),
+        ("esdb_v1", esdb_sizes),
         ("postgres", postgres_sizes),
     ]
     for kind, sizes in plan:
@@ -400,9 +414,8 @@ def measure(
     return results
 
 
-def _has_multi_stream_append() -> bool:
-    """Whether the installed EventStoreDB client can append to several streams at once
-    (``kurrentdbclient``): then the ``esdb_v1`` runs show the store without it."""
+def _has_append_session() -> bool:
+    """Whether the installed client can make 25.1's ``AppendSession`` (``kurrentdbclient``)."""
     from decider.stores._esdb_client import load
 
     return load().new_events is not None

@@ -40,7 +40,7 @@ def join_group(store: EventStore, app: App, mode: str, ttl: float) -> PartitionG
         raise ValueError(
             f"{type(store).__name__} cannot fence a commit with its lease (it has no atomic "
             "multi-stream append), which --partitions auto needs: on EventStoreDB use "
-            "KurrentDB 25.1+ with kurrentdbclient (see docs/esdb.md), or --partitions all"
+            "KurrentDB 26.1, or 25.1 with kurrentdbclient (see docs/esdb.md), or --partitions all"
         )
     partitions.ensure_count(store, app)
     return PartitionGroup(store, app, ttl=ttl)

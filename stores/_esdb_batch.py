@@ -1,15 +1,17 @@
 """Atomic batches on KurrentDB 25.1+: :class:`TransactionalEsdbEventStore` and how to open one.
 
-KurrentDB's v2 ``AppendSession`` appends to several streams in one atomic write, each stream
-with its own expected revision. With ``kurrentdbclient`` (``multi_append_to_stream``) and a
-server whose ``ServerFeatures`` lists ``AppendSession``, :func:`open_esdb_store` returns a
+KurrentDB's v2 calls append to several streams in one atomic write, each stream with its own
+expected revision: 26.1's unary ``AppendRecords`` (one message for the whole batch, made by the
+store itself: :mod:`._esdb_records`, so with either client) and 25.1's client-streaming
+``AppendSession`` (``kurrentdbclient``'s ``multi_append_to_stream``). Where the server's
+``ServerFeatures`` lists one the client can use, :func:`open_esdb_store` returns a
 :class:`TransactionalEsdbEventStore`: the processors then commit a batch's instance appends and
 their checkpoint together, as on SQLite and PostgreSQL. Otherwise (EventStoreDB 24.10 or older,
-or ``esdbclient``, which has no v2 call) it returns a plain :class:`EsdbEventStore`, which is no
+or 25.1 with ``esdbclient``) it returns a plain :class:`EsdbEventStore`, which is no
 :class:`~decider.stores.protocol.TransactionalStore`, so the processors append stream by stream
 and then save the checkpoint.
 
-How a batch maps onto one session:
+How a batch maps onto one atomic write (a "session" below, whichever call carries it):
 
 - a session takes each stream once: appends to a stream that occurs more than once are merged
   into one request after reading that stream, deciding each append's idempotency as the

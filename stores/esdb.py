@@ -25,7 +25,7 @@ Leases (a :class:`~decider.stores.leases.LeaseStore`) live in one stream per par
 with expected revisions (:mod:`decider.stores._esdb_leases`).
 
 WARNING: EventStoreDB cannot append to several streams in one transaction, so this store is
-not a :class:`~decider.stores.protocol.TransactionalStore` (KurrentDB 25.1+ can:
+not a :class:`~decider.stores.protocol.TransactionalStore` (KurrentDB 25.1 and 26.1 can:
 :mod:`decider.stores._esdb_batch`), and it cannot fence a commit with its lease.
 """
 
