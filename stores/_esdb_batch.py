@@ -34,14 +34,20 @@ object plus ``$schema.name`` and ``$schema.format`` keys, as KurrentDB returns t
 
 from __future__ import annotations
 
-import hashlib
-import json
 import uuid
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, overload
+from collections.abc import Mapping, Sequence
+from typing import Any
 
+from decider.stores._esdb_batch_parts import (
+    LazyResults,
+    Request,
+    StreamView,
+    all_new_any,
+    checkpoint_request,
+    properties_only,
+)
 from decider.stores._esdb_records import NotProperties, append_records
-from decider.stores._expectations import Stored, plan_append, validate_append
+from decider.stores._expectations import validate_append
 from decider.stores.errors import StoreError, WrongExpectedVersion
 from decider.stores.esdb import (
     _STATES,
@@ -49,10 +55,9 @@ from decider.stores.esdb import (
     CLIENT,
     EsdbEventStore,
     _to_new,
-    checkpoint_event,
     map_error,
 )
-from decider.stores.leases import Lease
+from decider.stores.leases import Lease, batch_checkpoints, batch_leases
 from decider.stores.names import CHECKPOINT
 from decider.stores.protocol import (
     ANY,
@@ -67,9 +72,7 @@ _V2_SERVICE = "kurrentdb.protocol.v2.streams.streamsservice"
 _APPEND_SESSION = (_V2_SERVICE, "appendsession")
 _APPEND_RECORDS = (_V2_SERVICE, "appendrecords")
 _FEATURES = "/event_store.client.server_features.ServerFeatures/GetSupportedMethods"
-_CHECKPOINT_IDS = uuid.UUID("6f0d8a53-3f0e-4d5c-9a57-8f1f6c2b7e21")
 _READ_BACK_SLACK = 16  # records a session may add besides ours (undeleting metadata)
-_Request = tuple[str, list[NewEvent], ExpectedRevision]
 _LEASE_RACES = 20  # fenced commits retried after our own renewals moved the lease stream
 
 
@@ -146,118 +149,128 @@ class TransactionalEsdbEventStore(EsdbEventStore):
         checkpoint: tuple[str, int] | None = None,
         *,
         lease: Lease | None = None,
+        checkpoints: Sequence[tuple[str, int]] = (),
+        leases: Sequence[Lease] = (),
     ) -> Sequence[AppendResult]:
-        """Apply every append and the checkpoint atomically: all of them, or none.
+        """Apply every append and the checkpoints atomically: all of them, or none.
 
         Raises :class:`~decider.stores.errors.WrongExpectedVersion` (naming the first stream
         that failed its check) and writes nothing if any expected revision does not hold.
-        With a ``lease``, the session also appends a copy of the lease to its stream, expecting
-        the revision at which this owner holds it: if another owner took it over (or it was
-        released), nothing is written and :class:`~decider.stores.leases.LeaseLost` is raised
-        (:mod:`decider.stores._esdb_leases`).
-        The results are read back from the log when first looked at (:class:`_Results`).
+        With leases (``lease`` and ``leases``: one commit may carry the work of several
+        partitions, each with its checkpoint), the write also appends a copy of each lease to
+        its stream, expecting the revision at which this owner holds it: if another owner took
+        one over (or it was released), nothing is written and
+        :class:`~decider.stores.leases.LeaseLost` is raised for the first such lease, in the
+        order given (:mod:`decider.stores._esdb_leases`).
+        The results are read back from the log when first looked at
+        (:class:`~decider.stores._esdb_batch_parts.LazyResults`).
         """
         for item in appends:
             validate_append(len(item.events), item.expected_revision)
             self.name_rules.check_append(item.stream, item.events)
-        if checkpoint is not None:
-            self.name_rules.check(CHECKPOINT, checkpoint[0])
+        marks = batch_checkpoints(checkpoint, checkpoints)
+        for name, _ in marks:
+            self.name_rules.check(CHECKPOINT, name)
+        fenced_by = batch_leases(lease, leases)
         self._check_open()
-        if lease is None:
-            return self._append_batch(appends, checkpoint, None)
-        fresh = False
+        if not fenced_by:
+            return self._append_batch(appends, marks, [])
+        fresh: set[str] = set()
         for _ in range(_LEASE_RACES):
-            stream, event, revision = self._leases.fence(lease, fresh=fresh)
+            fences = [self._leases.fence(held, fresh=held.partition in fresh) for held in fenced_by]
+            requests: list[Request] = [(stream, [event], at) for stream, event, at in fences]
             try:
-                results = self._append_batch(appends, checkpoint, (stream, [event], revision))
+                results = self._append_batch(appends, marks, requests)
             except WrongExpectedVersion as conflict:
-                # the lease stream moved (a takeover, a release, or our own renewal), or an
-                # instance stream conflicts: a lost lease is the answer in either case
-                self._leases.fence(lease, fresh=True)
-                if conflict.stream != stream:
+                # a lease stream moved (a takeover, a release, or our own renewal), or an
+                # instance stream conflicts: a lost lease is the answer in either case, the
+                # first lost one in the order given
+                for held in fenced_by:
+                    self._leases.fence(held, fresh=True)
+                moved = [
+                    h for h, f in zip(fenced_by, fences, strict=True) if f[0] == conflict.stream
+                ]
+                if not moved:
                     raise
-                fresh = True
+                fresh.update(h.partition for h in moved)
                 continue
-            self._leases.committed(lease, revision + 1)
+            for held, (_, _, revision) in zip(fenced_by, fences, strict=True):
+                self._leases.committed(held, revision + 1)
             return results
-        raise StoreError(f"lease on partition {lease.partition!r}: too many concurrent writers")
+        shown = ", ".join(repr(held.partition) for held in fenced_by)
+        raise StoreError(f"leases on partitions {shown}: too many concurrent writers")
 
     def _append_batch(
         self,
         appends: Sequence[StreamAppend],
-        checkpoint: tuple[str, int] | None,
-        fence: _Request | None,
+        marks: list[tuple[str, int]],
+        fences: list[Request],
     ) -> Sequence[AppendResult]:
         # AppendRecords' request is refused before anything is sent (NotProperties): no
         # metadata is parsed twice on that path
         if self._send is self._session and not all(
-            _properties_only(e.metadata) for item in appends for e in item.events
+            properties_only(e.metadata) for item in appends for e in item.events
         ):
-            return self._not_atomic(appends, checkpoint, fence)
+            return self._not_atomic(appends, marks, fences)
         try:
-            return self._atomic(appends, checkpoint, fence)
+            return self._atomic(appends, marks, fences)
         except NotProperties:
-            return self._not_atomic(appends, checkpoint, fence)
+            return self._not_atomic(appends, marks, fences)
 
     def _not_atomic(
-        self,
-        appends: Sequence[StreamAppend],
-        checkpoint: tuple[str, int] | None,
-        fence: _Request | None,
+        self, appends: Sequence[StreamAppend], marks: list[tuple[str, int]], fences: list[Request]
     ) -> list[AppendResult]:
-        if fence is not None:  # not atomic: the lease is checked first, then the rest
+        for fence in fences:  # not atomic: the leases are checked first, then the rest
             self.append(*fence)
-        return self._one_by_one(appends, checkpoint)
+        results = [self.append(a.stream, a.events, a.expected_revision) for a in appends]
+        for mark in marks:
+            self.save_checkpoint(*mark)
+        return results
 
     def _atomic(
-        self,
-        appends: Sequence[StreamAppend],
-        checkpoint: tuple[str, int] | None,
-        fence: _Request | None,
+        self, appends: Sequence[StreamAppend], marks: list[tuple[str, int]], fences: list[Request]
     ) -> Sequence[AppendResult]:
-        # the appends' plan, then the checkpoint and the fence (the same in every plan)
-        tail: list[_Request] = []
-        if checkpoint is not None:
-            tail.append(self._checkpoint_request(appends, *checkpoint, fence))
-        if fence is not None:
-            tail.append(fence)
+        # the appends' plan, then the checkpoints and the fences (the same in every plan)
+        tail = [checkpoint_request(appends, name, at, fences) for name, at in marks]
+        tail.extend(fences)
+        fenced = {fence[0] for fence in fences}
         requests, known, guessed = self._plan(appends, careful=False)
         requests.extend(tail)
         try:
             try:
                 position = self._send(requests, appends) if requests else None
             except WrongExpectedVersion as conflict:
-                if not guessed or (fence is not None and conflict.stream == fence[0]):
+                if not guessed or conflict.stream in fenced:
                     raise
                 # a merged ANY request mixed stored and new events: plan it event by event
                 requests, known, _ = self._plan(appends, careful=True)
                 requests.extend(tail)
                 position = self._send(requests, appends) if requests else None
         except WrongExpectedVersion as conflict:
-            if fence is not None and conflict.stream == fence[0]:
-                raise  # the lease moved: the caller reads it again
+            if conflict.stream in fenced:
+                raise  # a lease moved: the caller reads it again
             # KurrentDB takes a session whose every stream is already written as idempotent,
             # but a mix (a retried append beside a new checkpoint) as a conflict, where the
             # reference store lets each append be idempotent on its own: drop the appends that
             # are stored already (a real conflict is raised here) and send the rest once more.
             requests = self._unwritten(requests, appends)
             position = self._send(requests, appends) if requests else None
-        if checkpoint is not None:
-            self._limit_checkpoint_stream(checkpoint[0])
+        for name, _ in marks:
+            self._limit_checkpoint_stream(name)
         count = sum(len(r[1]) for r in requests)
 
         def resolve() -> list[AppendResult]:
             found = {} if position is None else self._read_back(position, count)
             return [self._result(appends[i], known[i], found) for i in range(len(appends))]
 
-        return _Results(len(appends), resolve)
+        return LazyResults(len(appends), resolve)
 
     def _plan(
         self, appends: Sequence[StreamAppend], *, careful: bool
-    ) -> tuple[list[_Request], dict[int, AppendResult | uuid.UUID], bool]:
+    ) -> tuple[list[Request], dict[int, AppendResult | uuid.UUID], bool]:
         """One request per stream, and per append its result or its last event id; whether a
         request merged ``ANY`` appends without reading the stream (a guess: see below)."""
-        requests: list[_Request] = []
+        requests: list[Request] = []
         known: dict[int, AppendResult | uuid.UUID] = {}  # per append: result, or its last id
         guessed = False
         by_stream: dict[str, list[int]] = {}
@@ -269,7 +282,7 @@ class TransactionalEsdbEventStore(EsdbEventStore):
                 item = items[0]
                 requests.append((stream, list(item.events), item.expected_revision))
                 known[indexes[0]] = item.events[-1].id
-            elif not careful and _all_new_any(items):
+            elif not careful and all_new_any(items):
                 # Several ANY appends of distinct events (a processor's fines, one shared
                 # stream): one ANY request, no read of a stream that may be long. If some were
                 # stored already, KurrentDB refuses the mix and the caller plans carefully.
@@ -282,32 +295,6 @@ class TransactionalEsdbEventStore(EsdbEventStore):
                     requests.append((stream, merged[0], merged[1]))
                 known.update(zip(indexes, merged[2], strict=True))
         return requests, known, guessed
-
-    @staticmethod
-    def _checkpoint_request(
-        appends: Sequence[StreamAppend],
-        name: str,
-        checkpoint_position: int,
-        fence: _Request | None = None,
-    ) -> _Request:
-        # the id follows from the batch: a batch sent again (its first try's answer was
-        # lost) is then wholly idempotent, not a mix of old appends and a new checkpoint,
-        # which KurrentDB would refuse as a conflict. A fenced batch's id follows from its
-        # fence event too (new in every commit): otherwise an owner that takes a partition
-        # over and moves its checkpoint to where the last owner left it (no appends) would
-        # send the stored checkpoint event beside its new fence event, a mix refused on every
-        # retry.
-        events = [e for item in appends for e in item.events]
-        if fence is not None:
-            events.extend(fence[1])
-        batch_key = b"".join(e.id.bytes for e in events)  # not str(): a UUID's is slow
-        event = checkpoint_event(checkpoint_position)
-        event = NewEvent(
-            id=_derived_id(f"{name}:{checkpoint_position}:".encode() + batch_key),
-            type=event.type,
-            data=event.data,
-        )
-        return (CHECKPOINT_STREAM_PREFIX + name, [event], ANY)
 
     def _session(
         self,
@@ -393,7 +380,7 @@ class TransactionalEsdbEventStore(EsdbEventStore):
     ) -> tuple[list[NewEvent], ExpectedRevision, list[AppendResult | uuid.UUID]]:
         """One request for several appends to ``stream``: the events to write, the revision
         they expect (the stream's, as read), and per append its result or its last event id."""
-        view = _StreamView(self.read_stream(stream))
+        view = StreamView(self.read_stream(stream))
         by_revision = view.by_revision
         last = view.last
         expected: ExpectedRevision = NO_STREAM if last is None else last
@@ -426,7 +413,7 @@ class TransactionalEsdbEventStore(EsdbEventStore):
             if stream.startswith(CHECKPOINT_STREAM_PREFIX) and expected is ANY:
                 left.append((stream, events, expected))
                 continue
-            view = _StreamView(self.read_stream(stream))
+            view = StreamView(self.read_stream(stream))
             try:
                 decided = view.plan(stream, expected, [e.id for e in events], view.last)
             except WrongExpectedVersion as conflict:
@@ -437,103 +424,3 @@ class TransactionalEsdbEventStore(EsdbEventStore):
             if decided is None:
                 left.append((stream, events, expected))
         return left
-
-    def _one_by_one(
-        self, appends: Sequence[StreamAppend], checkpoint: tuple[str, int] | None
-    ) -> list[AppendResult]:
-        results = [self.append(a.stream, a.events, a.expected_revision) for a in appends]
-        if checkpoint is not None:
-            self.save_checkpoint(*checkpoint)
-        return results
-
-
-class _Results(Sequence[AppendResult]):
-    """A batch's results, read back from the log when one is first looked at.
-
-    The client returns only the session's position; the processors never look at the results,
-    so they do not pay the read (two ``$all`` reads per batch: 8.4 s of append_batch's
-    14.5 s in a profiled 1,000-workflow run).
-    """
-
-    def __init__(self, length: int, resolve: Callable[[], list[AppendResult]]) -> None:
-        self._length = length
-        self._resolve: Callable[[], list[AppendResult]] | None = resolve
-        self._results: list[AppendResult] = []
-
-    def _all(self) -> list[AppendResult]:
-        if self._resolve is not None:
-            self._results, self._resolve = self._resolve(), None
-        return self._results
-
-    def __len__(self) -> int:
-        return self._length
-
-    @overload
-    def __getitem__(self, index: int) -> AppendResult: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[AppendResult]: ...
-
-    def __getitem__(self, index: int | slice) -> AppendResult | Sequence[AppendResult]:
-        return self._all()[index]
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Sequence):
-            return NotImplemented
-        return self._all() == list(other)
-
-    __hash__ = None  # type: ignore[assignment]  # equal to lists, which are not hashable
-
-    def __repr__(self) -> str:
-        return repr(self._all())
-
-
-class _StreamView:
-    """A stream's stored events as :func:`plan_append` asks for them."""
-
-    def __init__(self, stored: Sequence[Any]) -> None:
-        self.by_revision: dict[int, Stored] = {
-            e.revision: (e.id, e.revision, e.position) for e in stored
-        }
-        self.last: int | None = stored[-1].revision if stored else None
-
-    def plan(
-        self, stream: str, expected: ExpectedRevision, ids: list[uuid.UUID], last: int | None
-    ) -> AppendResult | None:
-        """:func:`plan_append` against these events (``last`` may count this batch's)."""
-        return plan_append(
-            stream, expected, last, ids, read_range=self._read_range, find_ids=self._find_ids
-        )
-
-    def _read_range(self, first: int, count: int) -> list[Stored]:
-        return [self.by_revision[r] for r in range(first, first + count) if r in self.by_revision]
-
-    def _find_ids(self, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Stored]:
-        wanted = set(ids)
-        in_order = sorted(self.by_revision.values(), key=lambda s: s[1])
-        return {s[0]: s for s in in_order if s[0] in wanted}  # the latest copy of an id
-
-
-def _derived_id(key: bytes) -> uuid.UUID:
-    """A name-based (version 5) UUID of ``key`` under the checkpoints' namespace."""
-    digest = hashlib.sha1(_CHECKPOINT_IDS.bytes + key, usedforsecurity=False).digest()
-    return uuid.UUID(bytes=digest[:16], version=5)
-
-
-def _all_new_any(items: Sequence[StreamAppend]) -> bool:
-    """Whether every append expects ``ANY`` and no event id occurs twice among them."""
-    if any(item.expected_revision is not ANY for item in items):
-        return False
-    ids = [e.id for item in items for e in item.events]
-    return len(ids) == len(set(ids))
-
-
-def _properties_only(metadata: bytes) -> bool:
-    """Whether v2 can carry ``metadata``: empty, or a JSON object whose values are strings."""
-    if not metadata:
-        return True
-    try:
-        parsed = json.loads(metadata)
-    except ValueError:
-        return False
-    return isinstance(parsed, dict) and all(isinstance(v, str) for v in parsed.values())

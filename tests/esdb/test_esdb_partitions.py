@@ -1,12 +1,12 @@
 """Two members of one app sharing its partitions through lease streams on EventStoreDB: each
 with its own connection (as two processes would be), on a fresh in-process test server, with
-KurrentDB's atomic ``AppendSession`` so that commits are fenced."""
+KurrentDB's atomic ``AppendRecords`` so that commits are fenced."""
 
 from __future__ import annotations
 
 import collections
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import pytest
 
@@ -17,6 +17,8 @@ from decider.processors.partitions import claims, lease_name
 from decider.stores._esdb_batch import TransactionalEsdbEventStore, open_esdb_store
 from decider.stores.esdb import CLIENT, EsdbEventStore
 from decider.stores.esdb_testserver import EsdbTestServer
+from decider.stores.leases import Lease
+from decider.stores.protocol import AppendResult, StreamAppend
 from samples.traffic_fine.app import REPORTS_STREAM, make_app
 from samples.traffic_fine.workflow import workflow
 from tests.processors.test_proc_traffic_fine import all_completed, check_exactly_once, report
@@ -91,6 +93,40 @@ def test_a_member_whose_leases_another_process_took_over_commits_nothing(uri: st
             wait_until(lambda: lost, 20, "a commit refused for a lost lease")
         assert {lease.owner for lease in lost} == {"paused"}
         assert instance_streams(thief, f"{workflow.name}-") == {}
+
+
+def test_a_batch_of_several_partitions_is_one_atomic_write(uri: str) -> None:
+    """A member that holds several partitions commits a batch that spans them once, each
+    partition's checkpoint under its lease, not once per partition."""
+    app = make_app("esdbjoint")
+    n = 40
+    with transactional(uri) as store:
+        fenced_by: list[int] = []
+        append_batch = store.append_batch
+
+        def counting(
+            appends: Sequence[StreamAppend],
+            checkpoint: tuple[str, int] | None = None,
+            *,
+            lease: Lease | None = None,
+            checkpoints: Sequence[tuple[str, int]] = (),
+            leases: Sequence[Lease] = (),
+        ) -> Sequence[AppendResult]:
+            fenced_by.append(len(leases) + (lease is not None))
+            return append_batch(
+                appends, checkpoint, lease=lease, checkpoints=checkpoints, leases=leases
+            )
+
+        store.append_batch = counting  # type: ignore[method-assign]
+        group = PartitionGroup(store, app, owner="alone", ttl=2)
+        with member(Service(app, store, group=group)) as service:
+            wait_until(lambda: len(group.partitions()) == 16, 20, "the member holds them all")
+            app.publish_many(store, [report(i) for i in range(n)], REPORTS_STREAM)
+            assert service.wait_until(lambda: all_completed(store, app, n), 60)
+            assert service.errors == []
+        check_exactly_once(store, n)
+        # 40 reports over 16 partitions: the workflow processor's first batch spans them
+        assert max(fenced_by) > 1, fenced_by
 
 
 def test_partitions_auto_needs_the_atomic_store(uri: str) -> None:
