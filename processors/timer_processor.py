@@ -41,9 +41,10 @@ from decider.codec import event_kind
 from decider.processors import decoding, streams, telemetry
 from decider.processors.base import Context, Outcome, Processor, Skip, Unit
 from decider.processors.clock import Signal
+from decider.processors.failures import PERMANENT
 from decider.processors.sharing import ALL, LeaseNotHeld
 from decider.stores import LeaseLost
-from decider.stores.errors import CorruptEvent
+from decider.stores.errors import CorruptEvent, WrongExpectedVersion
 from decider.stores.protocol import NO_STREAM, RecordedEvent, StreamAppend
 
 _IDLE_WAIT = 3600.0
@@ -69,6 +70,18 @@ class PendingTimer:
     """The ``Scheduled`` event's metadata, for its trace context (the firing continues it)."""
     key: int = attrs.field(order=False, default=ALL)
     """The partition it belongs to (:data:`~decider.processors.sharing.ALL`: no group)."""
+
+
+@attrs.frozen
+class _Firing:
+    """What firing one partition's due timers commits: the timers, those of instances still
+    running (the others are dropped), their appends, and the checkpoint if it moved."""
+
+    key: int
+    due: list[PendingTimer]
+    live: list[PendingTimer]
+    appends: list[StreamAppend]
+    checkpoint: int | None
 
 
 class _Queued:
@@ -107,6 +120,8 @@ class TimerProcessor(Processor):
         self.name = streams.timer_processor_name(app.name)
         self.filter = decoding.timer_filter(app.workflows)
         self.fired = 0
+        self.joint_firings = 0
+        """How many firings committed several partitions' timers in one transaction."""
         self.dropped = 0
         self._heap: list[PendingTimer] = []
         self._heap_lock = threading.Lock()
@@ -305,6 +320,7 @@ class TimerProcessor(Processor):
         live_count, wrote = 0, False
         held = self.share.held_now()
         try:
+            plans: list[_Firing] = []
             for key in keys:
                 mine = by_key.pop(key, [])
                 if not self.share.still_held(key, held):
@@ -313,11 +329,20 @@ class TimerProcessor(Processor):
                     self.share.let_go(key)
                     continue
                 first = oldest[key]
-                live = self._fire_key(key, mine, read if first is None else first - 1, idle_due)
-                if live is not None:
-                    fired.extend(mine)
-                    live_count += live
-                    wrote = True
+                plan = self._plan_key(key, mine, read if first is None else first - 1, idle_due)
+                if plan is not None:
+                    plans.append(plan)
+            done_plans = plans if self._fire_together(plans) else []
+            if not done_plans:
+                done_plans = [
+                    plan
+                    for plan in plans
+                    if self.share.still_held(plan.key) and self._commit_key(plan)
+                ]
+            for plan in done_plans:
+                fired.extend(plan.due)
+                live_count += len(plan.live)
+                wrote = True
         except Exception:
             done = {id(timer) for timer in fired}
             with self._heap_lock:
@@ -332,11 +357,11 @@ class TimerProcessor(Processor):
                     self._queued[timer.key].fired.add(timer.position)
         self._fired_counted(fired, live_count, wrote)
 
-    def _fire_key(
+    def _plan_key(
         self, key: int, due: list[PendingTimer], checkpoint: int | None, idle_due: bool
-    ) -> int | None:
-        """Fire ``key``'s ``due`` timers, with its checkpoint at ``checkpoint``, under its fence;
-        how many fired (the rest were of ended instances), ``None`` if nothing was committed."""
+    ) -> _Firing | None:
+        """What firing ``key``'s ``due`` timers commits, with its checkpoint at ``checkpoint``
+        (the ones of ended instances are not fired); ``None`` if nothing."""
         saved = self._saved.get(key)
         if checkpoint is None or (saved is not None and checkpoint < saved):
             checkpoint = saved  # read from a lower partition's checkpoint: not this far yet
@@ -345,15 +370,45 @@ class TimerProcessor(Processor):
             return None
         live = self._not_ended(due) if due else []
         appends = [self._fired(timer) for timer in live]
+        return _Firing(key, due, live, appends, checkpoint if moved else None)
+
+    def _commit_key(self, plan: _Firing) -> bool:
+        """Commit ``plan`` under its partition's fence; whether it did."""
         try:
-            with self.share.fenced(key):
-                self.commit_outcome(Outcome(appends, checkpoint if moved else None), [])
+            with self.share.fenced(plan.key):
+                self.commit_outcome(Outcome(plan.appends, plan.checkpoint), [])
         except (LeaseLost, LeaseNotHeld) as exc:
             self.share.lease_gone(exc)
-            return None
-        if moved:
-            self._saved[key] = checkpoint
-        return len(live)
+            return False
+        if plan.checkpoint is not None:
+            self._saved[plan.key] = plan.checkpoint
+        return True
+
+    def _fire_together(self, plans: list[_Firing]) -> bool:
+        """Commit the plans of several partitions in one transaction, each checkpoint under
+        its lease (a store that commits several partitions at once); whether it did. If not,
+        nothing was written: the caller commits them one by one."""
+        if len(plans) < 2 or not self._joint:
+            return False
+        checkpoints = [
+            (self.share.checkpoint_name(plan.key), plan.checkpoint)
+            for plan in plans
+            if plan.checkpoint is not None
+        ]
+        appends = [item for plan in plans for item in plan.appends]
+        try:
+            with self.share.fenced_together([plan.key for plan in plans]):
+                self.commit(Outcome(appends, None, checkpoints=checkpoints))
+        except (LeaseLost, LeaseNotHeld) as exc:
+            self.share.lease_gone(exc)
+            return False
+        except (WrongExpectedVersion, *PERMANENT):
+            return False  # each partition on its own resolves it
+        for plan in plans:
+            if plan.checkpoint is not None:
+                self._saved[plan.key] = plan.checkpoint
+        self.joint_firings += 1
+        return True
 
     def _fired_counted(self, fired: list[PendingTimer], live: int, wrote: bool) -> None:
         if fired:

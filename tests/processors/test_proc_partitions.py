@@ -437,3 +437,22 @@ def test_a_state_stored_workflow_in_a_group_keeps_its_checkpoints_per_partition(
         # later would take it for its partitions' checkpoints and skip their inputs).
         assert store.load_checkpoint(processor) is None
         assert all(store.load_checkpoint(checkpoint_name(processor, p)) for p in range(16))
+
+
+def test_timers_due_in_several_partitions_fire_in_one_commit() -> None:
+    store = MemoryEventStore()
+    assert commits_together(store)
+    app = App("jointtimers")
+    app.workflow(reminder, inputs={RemindMe: _reminder_id, Reminded: by_correlation})
+    group = PartitionGroup(store, app, owner="alone", ttl=5)
+    with member(Service(app, store, group=group)) as service:
+        wait_until(lambda: len(group.partitions()) == 16, 10, "the member holds them all")
+        timers = service.processor("timers")
+        assert isinstance(timers, TimerProcessor)
+        # Due together, a second from now: by then every one is queued, in most partitions.
+        app.publish_many(store, [RemindMe(reminder_id=f"r{n}", seconds=1) for n in range(40)], "r")
+        assert service.wait_until(lambda: all(reminded(store, f"r{n}") for n in range(40)), 30)
+        assert service.wait_idle(30)
+        assert timers.fired == 40
+        assert timers.joint_firings >= 1
+        assert service.errors == []
