@@ -64,7 +64,6 @@ from decider.stores.protocol import (
     StateStore,
     StateWrite,
     StreamAppend,
-    TransactionalStore,
 )
 
 
@@ -134,11 +133,6 @@ class StateStoredProcessor(DecidingProcessor):
         self.cache = InstanceCache(cache_size)
         self.handled = 0
 
-    def commit_together(self, events: Sequence[RecordedEvent], position: int) -> bool:
-        """Never: a state-stored commit (``commit_states``) takes one checkpoint and no lease,
-        so each partition commits on its own."""
-        return False
-
     # -- the policy ---------------------------------------------------------------------------
 
     def handle(self, batch: Sequence[RecordedEvent]) -> Outcome:
@@ -170,15 +164,22 @@ class StateStoredProcessor(DecidingProcessor):
             super()._write(outcome)
             return
         position = outcome.position
-        name, lease = self.share.commit_fence()
-        if lease is not None:
-            # WARNING: checked just before the transaction, not in it (commit_states takes no
-            # lease): a process paused between the two could still commit once.
-            store = self.context.store
-            assert isinstance(store, TransactionalStore)
-            store.append_batch([], None, lease=lease)
-        checkpoint = None if position is None else (name, position)
-        self.store.commit_states(outcome.states, outcome.appends, checkpoint)
+        joint = self.share.joint_fence()
+        if joint:
+            # Several partitions' rows in one transaction, each checkpoint under its lease.
+            checkpoints = [] if position is None else [(name, position) for name, _ in joint]
+            self.store.commit_states(
+                outcome.states,
+                outcome.appends,
+                checkpoints=[*checkpoints, *outcome.checkpoints],
+                leases=[lease for _, lease in joint],
+            )
+        else:
+            # The lease is checked in the transaction (fencing): a process that lost it while
+            # paused commits nothing.
+            name, lease = self.share.commit_fence()
+            checkpoint = None if position is None else (name, position)
+            self.store.commit_states(outcome.states, outcome.appends, checkpoint, lease=lease)
         if position is not None:
             self.committed = position
         for done in outcome.on_commit:

@@ -392,12 +392,21 @@ class PostgresEventStore:
         writes: Sequence[StateWrite],
         appends: Sequence[StreamAppend],
         checkpoint: tuple[str, int] | None = None,
+        *,
+        lease: Lease | None = None,
+        checkpoints: Sequence[tuple[str, int]] = (),
+        leases: Sequence[Lease] = (),
     ) -> None:
-        """Write every state (version-checked), append and the checkpoint in one transaction."""
+        """Write every state (version-checked), append and checkpoint in one transaction;
+        with leases, only while every one is still held (as :meth:`append_batch`)."""
         self._states.ensure(self._using)
-        self._commit_batch(
-            appends, batch_checkpoints(checkpoint, ()), lambda c: self._states.write(c, writes)
-        )
+        fences = batch_leases(lease, leases)
+
+        def first(connection: _Connection) -> None:
+            lease_rows.fence_all(self._sql.leases, connection, fences)
+            self._states.write(connection, writes)
+
+        self._commit_batch(appends, batch_checkpoints(checkpoint, checkpoints), first)
 
     def close(self) -> None:
         """Close every connection, stop the listening thread and end every subscription; safe

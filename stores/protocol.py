@@ -361,11 +361,17 @@ class StateStore(Protocol):
         states: Sequence[StateWrite],
         appends: Sequence[StreamAppend],
         checkpoint: tuple[str, int] | None = None,
+        *,
+        lease: Lease | None = None,
+        checkpoints: Sequence[tuple[str, int]] = (),
+        leases: Sequence[Lease] = (),
     ) -> None:
-        """Write every state, every append and the checkpoint atomically: all, or none.
+        """Write every state, every append and the checkpoints atomically: all, or none.
 
         Raises :class:`~decider.stores.errors.WrongExpectedVersion` (naming the key) and writes
         nothing if a state's stored version is not its ``expected_version``, or if an append's
-        expected revision does not hold.
+        expected revision does not hold. Leases fence the commit as in
+        :meth:`TransactionalStore.append_batch` (:class:`~decider.stores.leases.LeaseLost`,
+        nothing written, if one is no longer held), and ``checkpoints`` extend ``checkpoint``.
         """
         ...

@@ -291,19 +291,30 @@ class SqliteEventStore:
         writes: Sequence[StateWrite],
         appends: Sequence[StreamAppend],
         checkpoint: tuple[str, int] | None = None,
+        *,
+        lease: Lease | None = None,
+        checkpoints: Sequence[tuple[str, int]] = (),
+        leases: Sequence[Lease] = (),
     ) -> None:
-        """Write every state (version-checked), append and the checkpoint in one transaction."""
+        """Write every state (version-checked), append and checkpoint in one transaction;
+        with leases, only while every one is still held (as :meth:`append_batch`)."""
+        saved = batch_checkpoints(checkpoint, checkpoints)
+        fences = batch_leases(lease, leases)
         for item in appends:
             validate_append(len(item.events), item.expected_revision)
             self.name_rules.check_append(item.stream, item.events)
+        for name, _ in saved:
+            self.name_rules.check(CHECKPOINT, name)
         now = _now()
 
         def body(connection: sqlite3.Connection) -> None:
+            for fence in fences:
+                lease_rows.fence(connection, fence)
             states.write(connection, writes)
             for a in appends:
                 _append(connection, a.stream, a.events, a.expected_revision, now)
-            if checkpoint is not None:
-                connection.execute(sql.SAVE_CHECKPOINT, checkpoint)
+            if saved:
+                connection.executemany(sql.SAVE_CHECKPOINT, saved)
 
         self._write(body)
 

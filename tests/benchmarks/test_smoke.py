@@ -31,8 +31,8 @@ from benchmarks.runner import run, to_json  # noqa: E402
 from decider.stores._esdb_client import load  # noqa: E402
 from decider.stores.postgres import PostgresEventStore  # noqa: E402
 
-_MULTI_STREAM = load().new_events is not None
-"""kurrentdbclient: the EventStoreDB runs come with and without multi-stream append."""
+_APPEND_SESSION = load().new_events is not None
+"""kurrentdbclient: the EventStoreDB runs include a 25.1 node's (``AppendSession``)."""
 
 EXPECTED_KEYS = {
     "core_overhead",
@@ -54,7 +54,9 @@ EXPECTED_KEYS = {
     "e2e_memory_100",
     "e2e_esdb_100",
     "e2e_esdb_vs_sqlite_100",
-    *(("e2e_esdb_v1_100", "e2e_esdb_v1_vs_sqlite_100") if _MULTI_STREAM else ()),
+    "e2e_esdb_v1_100",
+    "e2e_esdb_v1_vs_sqlite_100",
+    *(("e2e_esdb_25_100", "e2e_esdb_25_vs_sqlite_100") if _APPEND_SESSION else ()),
     "e2e_postgres_100",
     *(f"pool_{kind}_{size}" for kind in ("sync", "async") for size in (1, 4, 16, 64)),
     "pool_alone_16",

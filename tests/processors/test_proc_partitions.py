@@ -34,7 +34,7 @@ from decider.processors.streams import (
 from decider.processors.timer_processor import TimerProcessor
 from decider.stores.leases import Lease, commits_together
 from decider.stores.memory import MemoryEventStore
-from decider.stores.protocol import StreamAppend
+from decider.stores.protocol import StateWrite, StreamAppend
 from decider.stores.sqlite import SqliteEventStore
 from samples.traffic_fine.app import REPORTS_STREAM, make_app, make_state_stored_app
 from samples.traffic_fine.workflow import workflow
@@ -456,3 +456,35 @@ def test_timers_due_in_several_partitions_fire_in_one_commit() -> None:
         assert timers.fired == 40
         assert timers.joint_firings >= 1
         assert service.errors == []
+
+
+def test_a_state_stored_batch_of_several_partitions_is_one_transaction(tmp_path: Path) -> None:
+    app = make_state_stored_app("state-joint")
+    n = 40
+    with contextlib.closing(SqliteEventStore(tmp_path / "events.db")) as store:
+        fenced_by: list[int] = []
+        commit_states = store.commit_states
+
+        def counting(
+            writes: Sequence[StateWrite],
+            appends: Sequence[StreamAppend],
+            checkpoint: tuple[str, int] | None = None,
+            *,
+            lease: Lease | None = None,
+            checkpoints: Sequence[tuple[str, int]] = (),
+            leases: Sequence[Lease] = (),
+        ) -> None:
+            fenced_by.append(len(leases) + (lease is not None))
+            commit_states(
+                writes, appends, checkpoint, lease=lease, checkpoints=checkpoints, leases=leases
+            )
+
+        store.commit_states = counting  # type: ignore[method-assign]
+        app.publish_many(store, [report(i) for i in range(n)], REPORTS_STREAM)
+        group = PartitionGroup(store, app, owner="solo", ttl=5)
+        with member(Service(app, store, group=group)) as service:
+            assert service.wait_until(lambda: all_completed(store, app, n), 30)
+            assert service.wait_idle(30)
+            assert service.errors == []
+        # 40 reports over 16 partitions, read as one batch: one commit fences several leases
+        assert fenced_by and max(fenced_by) > 1, fenced_by

@@ -31,6 +31,8 @@ from decider.processors.timer_processor import TimerProcessor
 from decider.stores import (
     NO_STREAM,
     EventStore,
+    LeaseLost,
+    LeaseStore,
     NewEvent,
     StateStore,
     StateWrite,
@@ -55,6 +57,7 @@ from tests.processors.test_proc_lifecycle import _errand_id as errand_id
 from tests.processors.test_proc_traffic_fine import report, speeding
 from tests.support.apps import FINE_PARKING, FINE_SPEEDING, Added, Closed, tally, tally_route
 from tests.support.stores import counts, open_store, types
+from tests.support.waiting import wait_until
 
 OUTBOX_SPEEDING = [t for t in FINE_SPEEDING if not t.startswith(("Received:", "InitiatedBy:"))]
 OUTBOX_PARKING = [t for t in FINE_PARKING if not t.startswith(("Received:", "InitiatedBy:"))]
@@ -308,3 +311,26 @@ def test_decider_cancel_and_show_a_state_stored_instance(
     out = capsys.readouterr().out
     assert out.splitlines()[0].startswith("Errand-s2  (workflow Errand, cancelled")
     assert "Cancelled" in out and "by hand" in out
+
+
+def test_a_state_commit_under_a_lost_lease_writes_nothing(state_store: EventStore) -> None:
+    assert isinstance(state_store, StateStore) and isinstance(state_store, LeaseStore)
+    held = state_store.claim_lease("state-p0", "first", 0.05)
+    kept = state_store.claim_lease("state-p1", "first", 60)
+    assert held is not None and kept is not None
+    wait_until(lambda: state_store.claim_lease("state-p0", "second", 60) is not None, 10)
+    outbox = [StreamAppend("outbox-f", [NewEvent(uuid.uuid4(), "Began", b"{}")], NO_STREAM)]
+    with pytest.raises(LeaseLost) as lost:
+        state_store.commit_states(
+            [StateWrite("f", 0, 1, b"one")], outbox, ("p0", 1), lease=kept, leases=[held]
+        )
+    assert lost.value.lease == held
+    assert state_store.load_state("f") is None
+    assert state_store.read_stream("outbox-f") == []
+    assert state_store.load_checkpoint("p0") is None  # type: ignore[attr-defined]
+    # Several partitions' checkpoints in one commit, under the leases still held.
+    state_store.commit_states(
+        [StateWrite("f", 0, 1, b"one")], outbox, checkpoints=[("p1", 3), ("p2", 4)], leases=[kept]
+    )
+    assert state_store.load_state("f") is not None
+    assert [state_store.load_checkpoint(n) for n in ("p1", "p2")] == [3, 4]  # type: ignore[attr-defined]
