@@ -147,16 +147,7 @@ class StreamsV2Servicer(streams_v2_pb2_grpc.StreamsServiceServicer):
                 streams_v2_errors_pb2.StreamTombstonedErrorDetails(stream=error.stream),
             )
         except TooLarge as error:
-            size = sum(len(e.data) for p in parts for e in p.events)
-            abort_rich(
-                context,
-                grpc.StatusCode.ABORTED,
-                "APPEND_TRANSACTION_SIZE_EXCEEDED",
-                str(error),
-                streams_v2_errors_pb2.AppendTransactionSizeExceededErrorDetails(
-                    size=min(size, 2**31 - 1), max_size=MAX_APPEND_SIZE
-                ),
-            )
+            _abort_too_large(context, error, sum(len(e.data) for p in parts for e in p.events))
         except Expired:
             context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "Operation timed out")
         return streams_v2_pb2.AppendSessionResponse(
@@ -226,16 +217,7 @@ class StreamsV2Servicer(streams_v2_pb2_grpc.StreamsServiceServicer):
                 ),
             )
         except TooLarge as error:
-            size = sum(len(event.data) for _, event in records)
-            abort_rich(
-                context,
-                grpc.StatusCode.ABORTED,
-                "APPEND_TRANSACTION_SIZE_EXCEEDED",
-                str(error),
-                streams_v2_errors_pb2.AppendTransactionSizeExceededErrorDetails(
-                    size=min(size, 2**31 - 1), max_size=MAX_APPEND_SIZE
-                ),
-            )
+            _abort_too_large(context, error, sum(len(event.data) for _, event in records))
         except Expired:
             context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "Operation timed out")
         return streams_v2_pb2.AppendRecordsResponse(
@@ -245,6 +227,19 @@ class StreamsV2Servicer(streams_v2_pb2_grpc.StreamsServiceServicer):
             ],
             position=result.position,
         )
+
+
+def _abort_too_large(context: Context, error: TooLarge, size: int) -> NoReturn:
+    """End a call whose write is past :data:`MAX_APPEND_SIZE` (``size``: its data's bytes)."""
+    abort_rich(
+        context,
+        grpc.StatusCode.ABORTED,
+        "APPEND_TRANSACTION_SIZE_EXCEEDED",
+        str(error),
+        streams_v2_errors_pb2.AppendTransactionSizeExceededErrorDetails(
+            size=min(size, 2**31 - 1), max_size=MAX_APPEND_SIZE
+        ),
+    )
 
 
 def _part(request: Any, context: Context) -> StreamPart:

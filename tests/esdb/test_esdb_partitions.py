@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 
 import pytest
 
@@ -17,12 +17,10 @@ from decider.processors.partitions import claims, lease_name
 from decider.stores._esdb_batch import TransactionalEsdbEventStore, open_esdb_store
 from decider.stores.esdb import CLIENT, EsdbEventStore
 from decider.stores.esdb_testserver import EsdbTestServer
-from decider.stores.leases import Lease
-from decider.stores.protocol import AppendResult, StreamAppend
 from samples.traffic_fine.app import REPORTS_STREAM, make_app
 from samples.traffic_fine.workflow import workflow
 from tests.processors.test_proc_traffic_fine import all_completed, check_exactly_once, report
-from tests.support.partitions import member, pause_heartbeat
+from tests.support.partitions import fences_of, member, pause_heartbeat
 from tests.support.stores import instance_streams
 from tests.support.waiting import wait_until
 
@@ -101,23 +99,7 @@ def test_a_batch_of_several_partitions_is_one_atomic_write(uri: str) -> None:
     app = make_app("esdbjoint")
     n = 40
     with transactional(uri) as store:
-        fenced_by: list[int] = []
-        append_batch = store.append_batch
-
-        def counting(
-            appends: Sequence[StreamAppend],
-            checkpoint: tuple[str, int] | None = None,
-            *,
-            lease: Lease | None = None,
-            checkpoints: Sequence[tuple[str, int]] = (),
-            leases: Sequence[Lease] = (),
-        ) -> Sequence[AppendResult]:
-            fenced_by.append(len(leases) + (lease is not None))
-            return append_batch(
-                appends, checkpoint, lease=lease, checkpoints=checkpoints, leases=leases
-            )
-
-        store.append_batch = counting  # type: ignore[method-assign]
+        fenced_by = fences_of(store, "append_batch")
         group = PartitionGroup(store, app, owner="alone", ttl=2)
         with member(Service(app, store, group=group)) as service:
             wait_until(lambda: len(group.partitions()) == 16, 20, "the member holds them all")

@@ -34,13 +34,13 @@ from decider.processors.streams import (
 from decider.processors.timer_processor import TimerProcessor
 from decider.stores.leases import Lease, commits_together
 from decider.stores.memory import MemoryEventStore
-from decider.stores.protocol import StateWrite, StreamAppend
+from decider.stores.protocol import StreamAppend
 from decider.stores.sqlite import SqliteEventStore
 from samples.traffic_fine.app import REPORTS_STREAM, make_app, make_state_stored_app
 from samples.traffic_fine.workflow import workflow
 from tests.processors.test_proc_traffic_fine import all_completed, check_exactly_once, report
 from tests.support.apps import JobRequested, Reminded, RemindMe, add_job, job, reminder
-from tests.support.partitions import member, pause_heartbeat
+from tests.support.partitions import fences_of, member, pause_heartbeat
 from tests.support.stores import instance_streams
 from tests.support.waiting import wait_until
 
@@ -462,24 +462,7 @@ def test_a_state_stored_batch_of_several_partitions_is_one_transaction(tmp_path:
     app = make_state_stored_app("state-joint")
     n = 40
     with contextlib.closing(SqliteEventStore(tmp_path / "events.db")) as store:
-        fenced_by: list[int] = []
-        commit_states = store.commit_states
-
-        def counting(
-            writes: Sequence[StateWrite],
-            appends: Sequence[StreamAppend],
-            checkpoint: tuple[str, int] | None = None,
-            *,
-            lease: Lease | None = None,
-            checkpoints: Sequence[tuple[str, int]] = (),
-            leases: Sequence[Lease] = (),
-        ) -> None:
-            fenced_by.append(len(leases) + (lease is not None))
-            commit_states(
-                writes, appends, checkpoint, lease=lease, checkpoints=checkpoints, leases=leases
-            )
-
-        store.commit_states = counting  # type: ignore[method-assign]
+        fenced_by = fences_of(store, "commit_states")
         app.publish_many(store, [report(i) for i in range(n)], REPORTS_STREAM)
         group = PartitionGroup(store, app, owner="solo", ttl=5)
         with member(Service(app, store, group=group)) as service:

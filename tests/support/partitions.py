@@ -1,9 +1,12 @@
-"""Helpers for in-process tests of partition groups: a member service, a paused heartbeat."""
+"""Helpers for in-process tests of partition groups: a member service, a paused heartbeat, the
+leases each commit is fenced by."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import functools
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from decider.processors import Service
 from decider.processors.group import PartitionGroup
@@ -34,3 +37,20 @@ def pause_heartbeat(group: PartitionGroup) -> list[Lease]:
     group.tick = lambda: None  # type: ignore[method-assign]
     group.lost = losing  # type: ignore[method-assign]
     return lost
+
+
+def fences_of(store: object, method: str) -> list[int]:
+    """Wrap ``store``'s commit ``method`` (``append_batch``, ``commit_states``) to record how
+    many leases fence each call (``lease`` and ``leases``); the list they are added to. The
+    wrapper keeps the method's signature, which the processors inspect
+    (:func:`~decider.stores.leases.commits_together`)."""
+    fenced_by: list[int] = []
+    original: Callable[..., Any] = getattr(store, method)
+
+    @functools.wraps(original)
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        fenced_by.append(len(kwargs.get("leases", ())) + (kwargs.get("lease") is not None))
+        return original(*args, **kwargs)
+
+    setattr(store, method, counting)
+    return fenced_by
