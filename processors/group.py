@@ -187,7 +187,7 @@ class PartitionGroup:
         changed = False
         with self._lock:
             held = list(self._held.values())
-        for lease, _ in held:
+        for lease, deadline in held:
             started = time.monotonic()
             try:
                 renewed = self.store.renew_lease(lease, self.ttl)
@@ -200,6 +200,16 @@ class PartitionGroup:
             with self._lock:
                 if lease.partition in self._held:
                     self._held[lease.partition] = (renewed, started + self.ttl)
+            if deadline <= started:
+                # Past its local deadline (a late heartbeat), the partition was not held as far
+                # as partitions() said: a processor may have let it go and started a life
+                # without it. It is held again under the same epoch, a change to them all.
+                self.logger.info(
+                    "lease on %s (epoch %d) renewed after its local deadline",
+                    lease.partition,
+                    lease.epoch,
+                )
+                changed = True
         return changed
 
     def _live_members(self, leases: dict[str, Lease]) -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -149,6 +150,41 @@ def test_commands_dropped_while_the_leases_were_past_their_deadline_are_carried_
         app.publish_many(store, [report(i) for i in range(n)], REPORTS_STREAM)
         wait_until(lambda: dropped, 10, "commands in hand dropped")
         del group.tick  # the heartbeat resumes: the leases are renewed, under the same epochs
+        assert service.wait_until(lambda: all_completed(store, app, n), 30)
+        assert service.wait_idle(30)
+        assert service.errors == []
+    check_exactly_once(store, n)
+    assert {claim.epoch for claim in claims(store, app)} == {1}  # never taken over
+
+
+def test_a_partition_renewed_after_its_local_deadline_is_worked_on_again() -> None:
+    # One lease (not all) passes its local deadline: a late heartbeat that renews the others
+    # first. The processors let that partition go and start a life without it; the renewal
+    # that follows brings it back under the same epoch, and they must take it up again, or
+    # its inputs and commands would never be done (seen as a stall at N = 50,000 on SQLite).
+    store = MemoryEventStore()
+    app = make_app("lapse")
+    group = PartitionGroup(store, app, owner="lapse", ttl=30)
+    n = 40
+    with member(Service(app, store, group=group)) as service:
+        wait_until(lambda: len(group.partitions()) == 16, 10, "every partition held")
+        pause_heartbeat(group)
+        with group._lock:
+            name, (lease, _) = next(iter(group._held.items()))
+            group._held[name] = (lease, time.monotonic() - 1)  # past its local deadline
+        (lapsed,) = set(range(16)) - set(group.partitions())
+        app.publish_many(store, [report(i) for i in range(n)], REPORTS_STREAM)
+
+        def let_go() -> bool:  # a processor started a life without the partition
+            views = [p.share._held_view for p in service.processors]
+            return any(
+                isinstance(view, frozenset) and lapsed not in {n for n, _ in view} for view in views
+            )
+
+        wait_until(let_go, 10, "a processor working without the lapsed partition")
+        del group.tick  # the heartbeat resumes: renewed, under the same epoch
+        group.tick()
+        assert len(group.partitions()) == 16
         assert service.wait_until(lambda: all_completed(store, app, n), 30)
         assert service.wait_idle(30)
         assert service.errors == []
