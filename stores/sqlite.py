@@ -35,7 +35,7 @@ import os
 import sqlite3
 import threading
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, ClassVar, TypeVar
 
@@ -44,13 +44,13 @@ from decider.stores import _sqlite_snapshots as snapshots
 from decider.stores import _sqlite_sql as sql
 from decider.stores import _sqlite_state as states
 from decider.stores._connections import ThreadConnections
-from decider.stores._expectations import Stored, check_read_args, plan_append, validate_append
+from decider.stores._expectations import check_read_args, validate_append
+from decider.stores._sqlite_append import IDS_PER_QUERY, append_one
 from decider.stores.errors import PermanentStoreError, StoreError, StoreUnavailable
 from decider.stores.leases import Lease, batch_checkpoints, batch_leases, check_ttl
 from decider.stores.names import CHECKPOINT, DEFAULT, NameRules
 from decider.stores.protocol import (
     ALL,
-    NO_STREAM,
     AppendResult,
     ExpectedRevision,
     Filter,
@@ -64,7 +64,6 @@ from decider.stores.protocol import (
 from decider.stores.subscription import CatchUpSubscription, LogNotifier
 
 _T = TypeVar("_T")
-_IDS_PER_QUERY = 500
 
 SYNCHRONOUS_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
 """The accepted values of ``synchronous`` (SQLite's ``PRAGMA synchronous``)."""
@@ -150,7 +149,7 @@ class SqliteEventStore:
         validate_append(len(events), expected_revision)
         self.name_rules.check_append(stream, events)
         now = _now()
-        return self._write(lambda c: _append(c, stream, events, expected_revision, now))
+        return self._write(lambda c: append_one(c, stream, events, expected_revision, now))
 
     def append_batch(
         self,
@@ -164,26 +163,9 @@ class SqliteEventStore:
         """Apply every append and every checkpoint in one transaction: all of them, or none;
         with leases (``lease`` and ``leases``), only while every one is still held (else
         :class:`~decider.stores.leases.LeaseLost` naming the first lost)."""
-        saved = batch_checkpoints(checkpoint, checkpoints)
-        fences = batch_leases(lease, leases)
-        for item in appends:
-            validate_append(len(item.events), item.expected_revision)
-            self.name_rules.check_append(item.stream, item.events)
-        for name, _ in saved:
-            self.name_rules.check(CHECKPOINT, name)
-        now = _now()
-
-        def body(connection: sqlite3.Connection) -> list[AppendResult]:
-            for fence in fences:
-                lease_rows.fence(connection, fence)
-            results = [
-                _append(connection, a.stream, a.events, a.expected_revision, now) for a in appends
-            ]
-            if saved:
-                connection.executemany(sql.SAVE_CHECKPOINT, saved)
-            return results
-
-        return self._write(body)
+        return self._commit_batch(
+            appends, batch_checkpoints(checkpoint, checkpoints), batch_leases(lease, leases)
+        )
 
     def claim_lease(self, partition: str, owner: str, ttl: float) -> Lease | None:
         """Take the lease on ``partition`` for ``ttl`` seconds (see
@@ -270,8 +252,8 @@ class SqliteEventStore:
         """Those of ``ids`` that ``stream`` holds, found through the (stream, event id) index."""
         self.name_rules.check_stream(stream)
         found: set[uuid.UUID] = set()
-        for start in range(0, len(ids), _IDS_PER_QUERY):  # SQLite caps a statement's parameters
-            chunk = ids[start : start + _IDS_PER_QUERY]
+        for start in range(0, len(ids), IDS_PER_QUERY):  # SQLite caps a statement's parameters
+            chunk = ids[start : start + IDS_PER_QUERY]
             rows = self._query(sql.find_ids_sql(len(chunk)), (*(i.bytes for i in chunk), stream))
             found.update(uuid.UUID(bytes=row[0]) for row in rows)
         return found
@@ -298,8 +280,22 @@ class SqliteEventStore:
     ) -> None:
         """Write every state (version-checked), append and checkpoint in one transaction;
         with leases, only while every one is still held (as :meth:`append_batch`)."""
-        saved = batch_checkpoints(checkpoint, checkpoints)
-        fences = batch_leases(lease, leases)
+        self._commit_batch(
+            appends,
+            batch_checkpoints(checkpoint, checkpoints),
+            batch_leases(lease, leases),
+            lambda connection: states.write(connection, writes),
+        )
+
+    def _commit_batch(
+        self,
+        appends: Sequence[StreamAppend],
+        saved: Sequence[tuple[str, int]],
+        fences: Sequence[Lease],
+        first: Callable[[sqlite3.Connection], None] | None = None,
+    ) -> list[AppendResult]:
+        """The leases' fences, ``first`` (the state rows), every append and the checkpoints,
+        in one write transaction: what :meth:`append_batch` and :meth:`commit_states` share."""
         for item in appends:
             validate_append(len(item.events), item.expected_revision)
             self.name_rules.check_append(item.stream, item.events)
@@ -307,16 +303,20 @@ class SqliteEventStore:
             self.name_rules.check(CHECKPOINT, name)
         now = _now()
 
-        def body(connection: sqlite3.Connection) -> None:
+        def body(connection: sqlite3.Connection) -> list[AppendResult]:
             for fence in fences:
                 lease_rows.fence(connection, fence)
-            states.write(connection, writes)
-            for a in appends:
-                _append(connection, a.stream, a.events, a.expected_revision, now)
+            if first is not None:
+                first(connection)
+            results = [
+                append_one(connection, a.stream, a.events, a.expected_revision, now)
+                for a in appends
+            ]
             if saved:
                 connection.executemany(sql.SAVE_CHECKPOINT, saved)
+            return results
 
-        self._write(body)
+        return self._write(body)
 
     def close(self) -> None:
         """Close every connection and end every subscription; safe to call twice."""
@@ -402,68 +402,6 @@ class SqliteEventStore:
             connection.close()
             raise
         return connection
-
-
-def _append(
-    connection: sqlite3.Connection,
-    stream: str,
-    events: Sequence[NewEvent],
-    expected: ExpectedRevision,
-    now: str,
-) -> AppendResult:
-    """Check and write one stream's append inside the caller's write transaction."""
-    row = connection.execute(sql.LAST_REVISION, (stream,)).fetchone()
-    last: int | None = None if row is None else row[0]
-    if not (expected == last if type(expected) is int else expected is NO_STREAM and last is None):
-        already = _plan(connection, stream, events, expected, last)
-        if already is not None:
-            return already
-    first = 0 if last is None else last + 1
-    rows = [
-        (stream, first + i, e.id.bytes, e.type, e.data, e.metadata, now)
-        for i, e in enumerate(events)
-    ]
-    if len(rows) == 1:
-        position = connection.execute(sql.INSERT, rows[0]).lastrowid
-    else:
-        # One writer holds the lock, so AUTOINCREMENT gives these rows consecutive positions.
-        connection.executemany(sql.INSERT, rows)
-        (position,) = connection.execute("SELECT last_insert_rowid()").fetchone()
-    assert position is not None
-    return AppendResult(next_expected_revision=first + len(rows) - 1, position=position)
-
-
-def _plan(
-    connection: sqlite3.Connection,
-    stream: str,
-    events: Sequence[NewEvent],
-    expected: ExpectedRevision,
-    last: int | None,
-) -> AppendResult | None:
-    """The slow path of an append whose expectation is not plainly met: idempotency or conflict."""
-
-    def read_range(first: int, count: int) -> list[Stored]:
-        rows = connection.execute(sql.RANGE, (stream, first, count)).fetchall()
-        return [(uuid.UUID(bytes=i), revision, position) for i, revision, position in rows]
-
-    def find_ids(ids: Sequence[uuid.UUID]) -> Mapping[uuid.UUID, Stored]:
-        rows = []
-        for start in range(0, len(ids), _IDS_PER_QUERY):  # SQLite caps a statement's parameters
-            chunk = ids[start : start + _IDS_PER_QUERY]
-            rows += connection.execute(
-                sql.find_ids_sql(len(chunk)), (*(i.bytes for i in chunk), stream)
-            ).fetchall()
-        found = {}
-        # An id stored twice (possible with explicit revisions) counts at its latest revision,
-        # as in EventStoreDB.
-        for raw, revision, position in sorted(rows, key=lambda r: r[1]):
-            event_id = uuid.UUID(bytes=raw)
-            found[event_id] = (event_id, revision, position)
-        return found
-
-    return plan_append(
-        stream, expected, last, [e.id for e in events], read_range=read_range, find_ids=find_ids
-    )
 
 
 # SQLite's primary result codes (the low byte of an extended one) by what they mean for a caller.
