@@ -332,8 +332,9 @@ class TimerProcessor(Processor):
                 plan = self._plan_key(key, mine, read if first is None else first - 1, idle_due)
                 if plan is not None:
                     plans.append(plan)
-            done_plans = plans if self._fire_together(plans) else []
-            if not done_plans:
+            if self._fire_together(plans):
+                done_plans = plans
+            else:
                 done_plans = [
                     plan
                     for plan in plans

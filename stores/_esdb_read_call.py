@@ -2,12 +2,12 @@
 
 A subscription receives one message per event, and in Python each message already costs tens
 of microseconds in gRPC alone: the clients' conversion on top (a record of their own with a
-dozen fields, then ours) cost as much again. The subscription therefore opens its ``Read``
-call on the client's channel itself, as the append line does for ``BatchAppend``
-(:mod:`._esdb_append_line`), and makes a :class:`~decider.stores.protocol.RecordedEvent`
-straight from each answer. The messages are the generated ones the test server serves
+dozen fields, then ours) cost as much again. The subscription therefore makes its ``Read``
+call itself, as the append line does its ``BatchAppend`` call (:mod:`._esdb_append_line`),
+and makes a :class:`~decider.stores.protocol.RecordedEvent` straight from each answer. The
+messages are the generated ones the test server serves
 (:mod:`decider.stores.esdb_testserver._proto`, a descriptor pool of their own); of a client
-only its channel, call metadata and credentials are used.
+only its channel factory, call metadata and credentials are used.
 
 Subscriptions go over a channel of the store's own (:class:`ReadChannel`), made by the client
 for the node it is connected to (its TLS settings and options), with gRPC's single-threaded
@@ -31,6 +31,7 @@ from typing import Any
 import grpc
 import grpc.experimental
 
+from decider.stores._esdb_pipeline import UNAVAILABLE
 from decider.stores.errors import StoreError, StoreUnavailable
 from decider.stores.esdb_testserver._proto import shared_pb2, streams_pb2
 from decider.stores.protocol import RecordedEvent
@@ -44,11 +45,7 @@ _EPOCH = datetime.fromtimestamp(0, UTC)
 # "created" counts .NET ticks (100 ns) since the Unix epoch; divided as both clients divide
 # (the ticks made a float first), so a record read here equals one the client reads
 _TICKS_PER_SECOND = 10_000_000.0
-_UNAVAILABLE = (
-    grpc.StatusCode.UNAVAILABLE,
-    grpc.StatusCode.DEADLINE_EXCEEDED,
-    grpc.StatusCode.CANCELLED,
-)
+_UNAVAILABLE = (*UNAVAILABLE, grpc.StatusCode.CANCELLED)  # cancelled: the channel closed
 Req: Any = streams_pb2.ReadReq
 Resp: Any = streams_pb2.ReadResp
 _Options: Any = Req.Options

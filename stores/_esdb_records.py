@@ -24,6 +24,7 @@ from typing import Any
 
 import grpc
 
+from decider.stores._esdb_pipeline import UNAVAILABLE
 from decider.stores.errors import StoreError, StoreUnavailable, StreamDeleted, WrongExpectedVersion
 from decider.stores.esdb_testserver._proto import (
     error_details_pb2,
@@ -38,9 +39,7 @@ _STATES = {NO_STREAM: -1, ANY: -2, EXISTS: -4}
 _TOMBSTONED = -6
 _Request: Any = streams_v2_pb2.AppendRecordsRequest
 _Response: Any = streams_v2_pb2.AppendRecordsResponse
-_Check: Any = streams_v2_pb2.ConsistencyCheck
 _Violations: Any = streams_v2_errors_pb2.AppendConsistencyViolationErrorDetails
-_UNAVAILABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 
 
 class NotProperties(ValueError):
@@ -114,7 +113,7 @@ def _mapped(
     exc: grpc.RpcError, requests: Sequence[tuple[str, Sequence[NewEvent], ExpectedRevision]]
 ) -> StoreError:
     code = exc.code() if isinstance(exc, grpc.Call) else None
-    if code in _UNAVAILABLE:
+    if code in UNAVAILABLE:
         return StoreUnavailable(f"EventStoreDB did not answer: {code}")
     details = exc.details() if isinstance(exc, grpc.Call) else None
     if code is grpc.StatusCode.FAILED_PRECONDITION and isinstance(exc, grpc.Call):

@@ -184,10 +184,7 @@ class StreamsV2Servicer(streams_v2_pb2_grpc.StreamsServiceServicer):
             checks.append(Check(state.stream, state.expected_state))
         records = []
         for record in request.records:
-            if not record.stream or record.stream == "$$":
-                context.abort(
-                    grpc.StatusCode.INVALID_ARGUMENT, f"Invalid stream name {record.stream!r}"
-                )
+            _check_stream(record.stream, context)
             records.append((record.stream, _proposed(record, record.stream, context)))
         try:
             result = append_records(
@@ -242,11 +239,16 @@ def _abort_too_large(context: Context, error: TooLarge, size: int) -> NoReturn:
     )
 
 
+def _check_stream(stream: str, context: Context) -> None:
+    """End the call with INVALID_ARGUMENT if ``stream`` cannot be written to (empty, ``$$``)."""
+    if not stream or stream == "$$":
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"Invalid stream name {stream!r}")
+
+
 def _part(request: Any, context: Context) -> StreamPart:
     """One validated ``AppendRequest``; a bad one ends the call with INVALID_ARGUMENT."""
     stream = request.stream
-    if not stream or stream == "$$":
-        context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"Invalid stream name {stream!r}")
+    _check_stream(stream, context)
     expected = request.expected_revision if request.HasField("expected_revision") else ANY
     if expected < 0 and expected not in (NO_STREAM, ANY, STREAM_EXISTS):
         context.abort(
