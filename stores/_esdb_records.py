@@ -116,6 +116,16 @@ def _mapped(
     if code in UNAVAILABLE:
         return StoreUnavailable(f"EventStoreDB did not answer: {code}")
     details = exc.details() if isinstance(exc, grpc.Call) else None
+    if code is grpc.StatusCode.RESOURCE_EXHAUSTED and "metadata" in (details or ""):
+        # KurrentDB lists every failed check in the answer's trailers, which can pass the
+        # client's limit on received metadata (16 KiB: a redelivered batch whose many streams
+        # are written already). Nothing was written and a check failed, but which one cannot
+        # be read: the first checked stream stands for it, and the caller reads the streams
+        # (the adapter drops the appends already stored, and finds a real conflict).
+        checked = [stream for stream, _, expected in requests if expected is not ANY]
+        if checked:
+            first = checked[0]
+            return WrongExpectedVersion(first, {s: e for s, _, e in requests}[first], None)
     if code is grpc.StatusCode.FAILED_PRECONDITION and isinstance(exc, grpc.Call):
         violation = _first_violation(exc)
         if violation is not None:

@@ -105,6 +105,7 @@ def test_a_batch_of_several_partitions_is_one_atomic_write(uri: str) -> None:
             wait_until(lambda: len(group.partitions()) == 16, 20, "the member holds them all")
             app.publish_many(store, [report(i) for i in range(n)], REPORTS_STREAM)
             assert service.wait_until(lambda: all_completed(store, app, n), 60)
+            assert service.wait_idle(30)  # the fines are issued after the completions
             assert service.errors == []
         check_exactly_once(store, n)
         # 40 reports over 16 partitions: the workflow processor's first batch spans them
