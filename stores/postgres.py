@@ -120,7 +120,13 @@ from decider.stores.protocol import (
     StoredState,
     StreamAppend,
 )
-from decider.stores.subscription import CatchUpSubscription, LogNotifier
+from decider.stores.subscription import (
+    CatchUpSubscription,
+    LogNotifier,
+    Written,
+    written_by,
+    written_to,
+)
 
 __all__ = ["DEFAULT_CONNECT_TIMEOUT", "SYNCHRONOUS_COMMIT_LEVELS", "PostgresEventStore"]
 
@@ -216,7 +222,8 @@ class PostgresEventStore:
         result = self._append_plain(stream, events, expected_revision, now)
         if result is None:
             result = self._write(
-                lambda c: append_one(self._sql, c, stream, events, expected_revision, now)
+                lambda c: append_one(self._sql, c, stream, events, expected_revision, now),
+                written_to(stream, events),
             )
         self._wrote(result.position)
         return result
@@ -233,7 +240,7 @@ class PostgresEventStore:
             except psycopg.errors.UniqueViolation:
                 return None
         if result is not None:
-            self._notifier.notify()
+            self._notifier.notify(written_to(stream, events))
             self._announcer.announce()
         return result
 
@@ -288,10 +295,10 @@ class PostgresEventStore:
                 connection.execute(self._sql.save_checkpoint, saved)
             return lambda: [result() for result in results]
 
-        written = self._write(body)
-        if written:
-            self._wrote(max(result.position for result in written))
-        return written
+        stored = self._write(body, written_by(appends))
+        if stored:
+            self._wrote(max(result.position for result in stored))
+        return stored
 
     def claim_lease(self, partition: str, owner: str, ttl: float) -> Lease | None:
         """Take the lease on ``partition`` for ``ttl`` seconds of the server's clock (see
@@ -348,8 +355,10 @@ class PostgresEventStore:
         return CatchUpSubscription(
             read_page=lambda after, limit: self.read_all(after, limit, filter),
             head=self._head,
+            head_and_page=lambda after, limit: self._head_and_page(after, limit, filter),
             notifier=self._notifier,
             after_position=after_position,
+            filter=filter,
         )
 
     def load_checkpoint(self, name: str) -> int | None:
@@ -441,9 +450,10 @@ class PostgresEventStore:
             cursor = connection.execute(statement, params, prepare=prepare)
             return cursor.fetchall() if fetch else []
 
-    def _write(self, body: Callable[[_Connection], Callable[[], _T]]) -> _T:
-        """Run ``body`` in a write transaction, then wake the subscriptions; ``body`` returns
-        how to read its result once the transaction ends.
+    def _write(self, body: Callable[[_Connection], Callable[[], _T]], written: Written) -> _T:
+        """Run ``body`` in a write transaction, then wake the subscriptions that read what it
+        ``written`` (in the other processes too, if it wrote events); ``body`` returns how to
+        read its result once the transaction ends.
 
         A transaction that loses a race for a stream's next revision (the ``(stream,
         revision)`` key) is rolled back and run again: its reads then see the winner's events,
@@ -451,8 +461,9 @@ class PostgresEventStore:
         and the first read share one round trip, and the inserts and the ``COMMIT`` another.
         """
         result = write_transaction(self._using, self._connections, body, self._name)
-        self._notifier.notify()
-        self._announcer.announce()
+        if written:
+            self._notifier.notify(written)
+            self._announcer.announce()
         return result
 
     def _wrote(self, position: int) -> None:
@@ -474,7 +485,19 @@ class PostgresEventStore:
         written = self._written
         if not written:
             return self._query(statement, params)
-        return read_below_horizon(self._using, self._sql, written, statement, params)
+        [rows] = read_below_horizon(self._using, self._sql, written, [(statement, params)])
+        return rows
+
+    def _head_and_page(
+        self, after_position: int | None, limit: int, filter: Filter
+    ) -> tuple[int | None, list[RecordedEvent]]:
+        """A subscription's look at the log: the head, then a page after ``after_position``
+        read after it, in one round trip (as :meth:`_read`)."""
+        statement, params = read_all_sql(self.schema, filter)
+        after = 0 if after_position is None else after_position
+        reads = [(self._sql.head, ()), (statement, (after, *params, limit))]
+        [(head,)], rows = read_below_horizon(self._using, self._sql, self._written, reads)
+        return (None if head is None else int(head)), [decode(row) for row in rows]
 
     @contextlib.contextmanager
     def _using(self) -> Iterator[_Connection]:
@@ -526,6 +549,7 @@ class PostgresEventStore:
                 self._notifier,
                 name=f"decider-pg-listen-{self.schema}",
                 held_back=self._sql.held_back,
+                own_pid=lambda: self._announcer.backend_pid,
             )
             try:
                 listener.start()
