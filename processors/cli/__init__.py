@@ -56,7 +56,7 @@ from decider.processors.cli.operate import (
 from decider.processors.cli.running import EarlySignals, Heartbeat, metrics_endpoint, run_service
 from decider.processors.cli.views import instance_lines, parked_lines, status_lines
 from decider.processors.console.cli import add_commands as add_console_commands
-from decider.processors.errors import NotParked, ProcessorDied
+from decider.processors.errors import InstanceEnded, NotParked, ProcessorDied
 from decider.processors.handler_status import handler_lines, handler_status
 from decider.processors.partition_status import (
     join_group,
@@ -167,6 +167,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     retry = commands.add_parser("retry", help="carry a parked command out again")
     retry.add_argument("command_id", help="the parked command's id (see `decider parked`)")
+    retry.add_argument(
+        "--force",
+        action="store_true",
+        help="retry it even though its workflow instance has ended",
+    )
     retry.add_argument("--app", help=app_help)
     retry.add_argument("--store", help=store_help)
     retry.add_argument("--json", action="store_true", help="print one JSON document")
@@ -378,9 +383,11 @@ def _parked(args: argparse.Namespace) -> int:
 def _retry(args: argparse.Namespace) -> int:
     with app_and_store(args) as (app, store):
         try:
-            request = retry_parked(store, app, args.command_id)
+            request = retry_parked(store, app, args.command_id, force=args.force)
         except NotParked as exc:
             raise CliError(str(exc)) from exc
+        except InstanceEnded as exc:
+            raise CliError(f"{exc}; --force retries it anyway") from exc
         if args.json:
             emit_json({"command_id": args.command_id, "request_id": request})
         else:
