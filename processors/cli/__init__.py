@@ -50,6 +50,7 @@ from decider.processors.cli.loading import (
 from decider.processors.cli.operate import (
     add_operator_commands,
     app_and_store,
+    app_arg,
     emit,
     emit_json,
 )
@@ -197,7 +198,14 @@ def _add_run(
 ) -> None:
     """The ``run`` subcommand and its options."""
     run = commands.add_parser("run", help="run an app's processors until SIGINT/SIGTERM")
-    run.add_argument("app", help="the App as module:attribute, e.g. samples.traffic_fine:app")
+    run.add_argument(
+        "app_given",
+        nargs="?",
+        metavar="APP",
+        help="the App as module:attribute, e.g. samples.traffic_fine:app "
+        f"(or --app; default: ${APP_ENV})",
+    )
+    run.add_argument("--app", help=f"the App as module:attribute (default: ${APP_ENV})")
     run.add_argument("--store", help=store_help)
     run.add_argument(
         "--log-level",
@@ -290,8 +298,9 @@ def _run(args: argparse.Namespace) -> int:
             "--progress-interval must be >= 0, --batch-size >= 1, --cache-size >= 0 and"
             " --gc-young-threshold >= 0"
         )
+    spec = app_arg(args)
     with EarlySignals() as early:
-        app = load_app(args.app)
+        app = load_app(spec)
         uri = store_uri(args.store)
         store = open_uri(uri)
         try:
@@ -316,7 +325,7 @@ def _run(args: argparse.Namespace) -> int:
                 return 0
             # Start-up is over (the app loaded, the store open): freeze its objects.
             gc_tuning.tune(args.gc_young_threshold)
-            LOGGER.info("running app %r (%s) on %s", app.name, args.app, redact_uri(uri))
+            LOGGER.info("running app %r (%s) on %s", app.name, spec, redact_uri(uri))
             try:
                 with metrics_endpoint(args), Heartbeat(store, app):
                     run_service(service, args.progress_interval, LOGGER, early.received)

@@ -92,8 +92,14 @@ def emit_json(doc: object) -> None:
 
 
 def app_arg(args: argparse.Namespace) -> str:
-    """``--app``, else ``$DECIDER_APP``; :class:`UsageError` if neither."""
-    spec: str | None = args.app or os.environ.get(APP_ENV)
+    """The app a command names: its positional ``APP`` where it takes one (``run``,
+    ``diagram``), else ``--app``, else ``$DECIDER_APP``; :class:`UsageError` if none, or if
+    the positional and ``--app`` name two different apps."""
+    given: str | None = getattr(args, "app_given", None)
+    option: str | None = args.app
+    if given and option and given != option:
+        raise UsageError(f"two apps named: {given!r} and --app {option!r}; give one")
+    spec = given or option or os.environ.get(APP_ENV)
     if not spec:
         raise UsageError(f"no app: give --app module:attribute or set {APP_ENV}")
     return spec
@@ -237,6 +243,8 @@ def _list(args: argparse.Namespace) -> int:
         **times,
     )
     with app_and_store(args) as (app, store):
+        if query.stuck and query.stuck_for is None:
+            _check_progress_within(app, args.workflow)
         try:
             page = list_instances(store, app, query, now)
         except KeyError as exc:
@@ -248,6 +256,24 @@ def _list(args: argparse.Namespace) -> int:
     else:
         emit(instance_list_lines(page, now))
     return 0
+
+
+def _check_progress_within(app: App, workflow: str | None) -> None:
+    """:class:`UsageError` if ``--stuck`` without a duration can find nothing: no workflow
+    asked about declares a ``progress_within``."""
+    registrations = [r for name, r in app.workflows.items() if workflow in (None, name)]
+    if not registrations or any(r.progress_within is not None for r in registrations):
+        return  # an unknown workflow is reported by the listing
+    which = (
+        f"workflow {workflow!r} declares no progress_within"
+        if workflow is not None
+        else f"no workflow of app {app.name!r} declares a progress_within"
+    )
+    raise UsageError(
+        f"{which}, so --stuck without a duration finds nothing: "
+        "give one (--stuck 15m), or declare it when registering the workflow "
+        "(app.workflow(..., progress_within=timedelta(minutes=15)))"
+    )
 
 
 # -- skipped ------------------------------------------------------------------------------
