@@ -468,6 +468,11 @@ def _cancel_parser(commands: Any) -> None:
 
 def _cancel(args: argparse.Namespace) -> int:
     with app_and_store(args) as (app, store):
+        if app.workflow_of_stream(args.stream) is None:  # a bad argument, as for show
+            known = ", ".join(sorted(app.workflows)) or "none"
+            raise UsageError(
+                f"{args.stream!r} is not the stream of a workflow of {app.name!r} ({known})"
+            )
         try:
             request = request_cancel(store, app, args.stream, args.reason)
         except OperationError as exc:
