@@ -76,7 +76,7 @@ def test_a_failing_command_is_parked_fed_back_and_can_be_retried(
         assert parked.stream == job.stream("j3") and parked.attempts == 3
         assert "RuntimeError" in parked.reason
         # Its job has ended: a retry is refused unless forced.
-        with pytest.raises(InstanceEnded, match="which has ended \\(completed\\)"):
+        with pytest.raises(InstanceEnded, match=r"which has ended \(completed\)"):
             retry_parked(store, app, parked.command_id)
         # Retried (forced) while still broken: carried out again, parked again.
         retry_parked(store, app, parked.command_id, force=True)

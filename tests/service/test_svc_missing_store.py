@@ -71,6 +71,6 @@ def test_a_schema_without_the_store_is_refused_and_publish_creates_one(
 
 def test_open_store_without_create_refuses_a_missing_sqlite_file(tmp_path: Path) -> None:
     db = tmp_path / "events.db"
-    with pytest.raises(StoreNotFound, match="no SQLite database at .* \\(nothing was created\\)"):
+    with pytest.raises(StoreNotFound, match=r"no SQLite database at .* \(nothing was created\)"):
         open_store(f"sqlite:///{db}", create=False)
     assert not db.exists()

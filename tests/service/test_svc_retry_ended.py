@@ -33,7 +33,7 @@ def test_retry_of_a_command_whose_instance_failed_is_refused_unless_forced(
             )
             assert service.wait_idle(30)
         [parked] = list_parked(store, booking_app)
-        with pytest.raises(InstanceEnded, match="which has ended \\(failed\\)"):
+        with pytest.raises(InstanceEnded, match=r"which has ended \(failed\)"):
             retry_parked(store, booking_app, parked.command_id)
 
     at = ["--app", SPEC, "--store", f"sqlite:///{db}"]
