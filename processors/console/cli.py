@@ -35,11 +35,12 @@ def add_commands(commands: Any, app_help: str, store_help: str) -> None:
         "diagram", help="a workflow's state diagram (Mermaid), from its decide and evolve"
     )
     diagram.add_argument(
-        "names",
-        nargs="+",
-        metavar="[APP] WORKFLOW",
-        help="the App as module:attribute (or --app, or $DECIDER_APP), then the workflow's name",
+        "app_given",
+        nargs="?",
+        metavar="APP",
+        help="the App as module:attribute (or --app; default: $DECIDER_APP)",
     )
+    diagram.add_argument("workflow", metavar="WORKFLOW", help="the workflow's name")
     diagram.add_argument("--app", help=app_help)
     diagram.add_argument("--store", help=f"{store_help}; needed by --observed and --instance")
     shown = diagram.add_mutually_exclusive_group()
@@ -77,10 +78,6 @@ def add_commands(commands: Any, app_help: str, store_help: str) -> None:
 
 def run_diagram(args: argparse.Namespace) -> int:
     """Print the diagram ``args`` ask for as Mermaid text."""
-    if len(args.names) > 2:
-        raise UsageError(f"diagram takes [APP] WORKFLOW, got {' '.join(args.names)!r}")
-    *given, args.workflow = args.names
-    args.app_given = given[0] if given else None
     app = load_app(app_arg(args))
     if args.workflow not in app.workflows:
         known = ", ".join(sorted(app.workflows)) or "none"
