@@ -12,16 +12,20 @@ import random
 import attrs
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen
 class HandlerFailure:
     """Why a handler could not carry out a command, and whether trying again may help.
 
     A handler returns ``returns.result.Failure(HandlerFailure(...))`` for an expected failure;
-    a raised exception counts as ``HandlerFailure(reason=repr(exc), retryable=True)``.
+    a raised exception counts as ``HandlerFailure(reason=repr(exc), retryable=True)``. The
+    reason may be given by position, ``retryable`` only by keyword.
+
+    >>> HandlerFailure("card declined", retryable=False)
+    HandlerFailure(reason='card declined', retryable=False)
     """
 
     reason: str
-    retryable: bool = True
+    retryable: bool = attrs.field(default=True, kw_only=True)
 
 
 def _positive(_: object, attribute: attrs.Attribute[float], value: float) -> None:

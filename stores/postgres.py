@@ -105,7 +105,7 @@ from decider.stores._postgres_snapshots import PostgresSnapshots
 from decider.stores._postgres_sql import INDEX_BITS, Statements, decode, read_all_sql
 from decider.stores._postgres_state import PostgresStates
 from decider.stores._postgres_transactions import read_below_horizon, write_transaction
-from decider.stores.errors import StoreError
+from decider.stores.errors import StoreError, StoreNotFound
 from decider.stores.leases import Lease, batch_checkpoints, batch_leases, check_ttl
 from decider.stores.names import CHECKPOINT, POSTGRES, NameRules
 from decider.stores.protocol import (
@@ -148,7 +148,9 @@ class PostgresEventStore:
     ``synchronous_commit`` sets the durability of a commit (see the module docstring).
     ``conninfo`` is anything libpq accepts (``postgresql://user@host:5432/db?sslmode=require``
     or ``host=... dbname=...``). Opening connects, and creates the schema and its tables if
-    missing.
+    missing; with ``create=False`` (a read-only command) it creates nothing and raises
+    :class:`~decider.stores.errors.StoreNotFound` where the schema or its events table does
+    not exist (a mistyped ``schema`` is then noticed, not answered with an empty store).
     """
 
     name_rules: ClassVar[NameRules] = POSTGRES
@@ -161,6 +163,7 @@ class PostgresEventStore:
         *,
         schema: str = "public",
         synchronous_commit: str = "on",
+        create: bool = True,
     ) -> None:
         level, params, self._connect_kwargs = connect_options(conninfo, schema, synchronous_commit)
         self._conninfo = conninfo
@@ -187,6 +190,8 @@ class PostgresEventStore:
         try:
             with self._using() as connection:
                 exists, old = one_row(connection.execute(self._sql.tables_exist))
+                if not exists and not create:
+                    self._check_found(connection)
                 script = self._sql.migrate if old else None if exists else self._sql.create
                 if script is not None:
                     try:  # the script begins and commits its own transaction
@@ -197,6 +202,22 @@ class PostgresEventStore:
         except BaseException:
             self.close()
             raise
+
+    def _check_found(self, connection: _Connection) -> None:
+        """:class:`StoreNotFound` unless the schema holds this store's events table (tables
+        added by a later version are still created beside it)."""
+        schema_found, events_found = one_row(
+            connection.execute(self._sql.store_found, (self.schema,))
+        )
+        if not schema_found:
+            missing = f"schema {self.schema!r} does not exist"
+        elif not events_found:
+            missing = f"schema {self.schema!r} holds no event store"
+        else:
+            return
+        raise StoreNotFound(
+            f"no PostgreSQL event store at {self._name}: {missing} (nothing was created)"
+        )
 
     @property
     def name(self) -> str:

@@ -3,6 +3,7 @@
 ::
 
     decider diagram samples.traffic_fine:app IssueTrafficFineForSpeedingViolation
+    decider diagram WORKFLOW --app APP                           # or $DECIDER_APP
     decider diagram APP WORKFLOW --store URI --observed          # what the instances did
     decider diagram APP WORKFLOW --store URI --instance STREAM   # one instance's path
     decider console --app APP --store URI [--port 8765] [--allow-actions]
@@ -21,6 +22,7 @@ from typing import Any
 
 from decider.diagram import Diagram, path_classes, to_mermaid
 from decider.processors.cli.loading import APP_ENV, UsageError, load_app, open_uri, store_uri
+from decider.processors.cli.operate import app_arg
 from decider.processors.console import data
 from decider.processors.console.server import Console, serve
 from decider.processors.queries import show
@@ -32,8 +34,14 @@ def add_commands(commands: Any, app_help: str, store_help: str) -> None:
     diagram = commands.add_parser(
         "diagram", help="a workflow's state diagram (Mermaid), from its decide and evolve"
     )
-    diagram.add_argument("app", help="the App as module:attribute, e.g. samples.traffic_fine:app")
-    diagram.add_argument("workflow", help="the workflow's name")
+    diagram.add_argument(
+        "app_given",
+        nargs="?",
+        metavar="APP",
+        help="the App as module:attribute (or --app; default: $DECIDER_APP)",
+    )
+    diagram.add_argument("workflow", metavar="WORKFLOW", help="the workflow's name")
+    diagram.add_argument("--app", help=app_help)
     diagram.add_argument("--store", help=f"{store_help}; needed by --observed and --instance")
     shown = diagram.add_mutually_exclusive_group()
     shown.add_argument(
@@ -70,7 +78,7 @@ def add_commands(commands: Any, app_help: str, store_help: str) -> None:
 
 def run_diagram(args: argparse.Namespace) -> int:
     """Print the diagram ``args`` ask for as Mermaid text."""
-    app = load_app(args.app)
+    app = load_app(app_arg(args))
     if args.workflow not in app.workflows:
         known = ", ".join(sorted(app.workflows)) or "none"
         raise UsageError(f"no workflow {args.workflow!r} in app {app.name!r} (known: {known})")

@@ -31,7 +31,7 @@ from decider.diagram import Diagram
 from decider.processors import skipped
 from decider.processors.app import App
 from decider.processors.console import data, pages
-from decider.processors.errors import NotParked
+from decider.processors.errors import InstanceEnded, NotParked
 from decider.processors.queries import list_parked, retry_parked, show
 from decider.stores.errors import CorruptEvent, StoreError
 from decider.stores.protocol import EventStore
@@ -339,6 +339,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 request = retry_parked(console.store, console.app, target)
             except NotParked as exc:
                 raise _Answer(HTTPStatus.CONFLICT, "Not parked", str(exc)) from None
+            except InstanceEnded as exc:
+                raise _Answer(HTTPStatus.CONFLICT, "Instance ended", str(exc)) from None
             LOGGER.info("console: retry of parked command %s requested (%s)", target, request)
             text = (
                 f"Retry of command {target} requested ({request}); "

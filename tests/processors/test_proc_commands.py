@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import pytest
 from returns.result import Failure, Success
 
 from decider import Lifecycle, Metadata, Workflow, event_id
@@ -12,6 +13,7 @@ from decider.processors import (
     App,
     FakeClock,
     HandlerFailure,
+    InstanceEnded,
     NotParked,
     RetryPolicy,
     Service,
@@ -73,8 +75,11 @@ def test_a_failing_command_is_parked_fed_back_and_can_be_retried(
         assert parked.command_type == "ptest.DoWork"
         assert parked.stream == job.stream("j3") and parked.attempts == 3
         assert "RuntimeError" in parked.reason
-        # Retried while still broken: carried out again, parked again.
-        retry_parked(store, app, parked.command_id)
+        # Its job has ended: a retry is refused unless forced.
+        with pytest.raises(InstanceEnded, match=r"which has ended \(completed\)"):
+            retry_parked(store, app, parked.command_id)
+        # Retried (forced) while still broken: carried out again, parked again.
+        retry_parked(store, app, parked.command_id, force=True)
         assert service.wait_until(
             lambda: calls["j3"] == 6 and len(list_parked(store, app)) == 1, 30
         )
@@ -83,13 +88,13 @@ def test_a_failing_command_is_parked_fed_back_and_can_be_retried(
         object.__setattr__(
             app.handlers["ptest.DoWork"], "func", lambda c, i: [WorkDone(job_id=c.job_id)]
         )
-        retry_parked(store, app, parked.command_id)
+        retry_parked(store, app, parked.command_id, force=True)
         assert service.wait_until(lambda: list_parked(store, app) == [], 30)
         assert service.wait_idle(30)
         assert counts(store)[f"do_work-{parked.command_id}"] == 1
         assert types(store, job.stream("j3"))[-1] == "Ignored:ptest.WorkDone"
     try:
-        retry_parked(store, app, parked.command_id)
+        retry_parked(store, app, parked.command_id, force=True)
     except NotParked as exc:
         assert parked.command_id in str(exc)
     else:
