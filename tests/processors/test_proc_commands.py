@@ -234,3 +234,31 @@ def test_a_store_outage_is_survived_by_resuming_from_the_checkpoint(app_name: st
         assert len(service.errors) == 1
         assert isinstance(service.errors[0], StoreUnavailable)
     assert types(store, job.stream("j")).count("Received:ptest.WorkDone") == 1
+
+
+def test_concluded_commands_are_committed_on_a_wake_up_not_on_a_timer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A lone command is committed as soon as it concludes: the processor's thread waits for
+    input or for a conclusion, never with a timeout that would make it a poll (or a linger)."""
+    from decider.stores.subscription import CatchUpSubscription
+
+    waits: list[tuple[str, float | None]] = []
+    original = CatchUpSubscription.poll
+
+    def poll(self: CatchUpSubscription, timeout: float | None) -> Any:
+        if timeout != 0:  # a zero timeout only drains what is buffered
+            waits.append((threading.current_thread().name, timeout))
+        return original(self, timeout)
+
+    monkeypatch.setattr(CatchUpSubscription, "poll", poll)
+    store = MemoryEventStore()
+    app, calls = job_app("lone")
+    with Service(app, store) as service:
+        for i in range(3):
+            app.publish(store, JobRequested(job_id=f"j{i}", action="ok"), "jobs")
+            assert service.wait_until(lambda i=i: completed(store, app, f"j{i}"), 30)
+    commands = [timeout for name, timeout in waits if name.endswith(".commands")]
+    assert commands, "the command processor's waits were not seen"
+    assert all(timeout is None for timeout in commands), commands
+    assert all(calls[f"j{i}"] == 1 for i in range(3))
