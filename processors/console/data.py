@@ -21,6 +21,7 @@ from decider import Lifecycle
 from decider.diagram import (
     Diagram,
     Transition,
+    end_kinds,
     explore,
     observed,
     path,
@@ -261,8 +262,9 @@ def instance_diagram(
     steps = path(registration.workflow, [entry.event for entry in view.history])
     diagram = with_path(definition, steps)
     if steps and view.status not in (Lifecycle.NOT_STARTED, Lifecycle.RUNNING):
-        ended = {steps[-1].target: view.status.value, **diagram.terminals}
-        diagram = attrs.evolve(diagram, terminals=ended)
+        last = steps[-1].target
+        kinds = end_kinds({*diagram.terminals.get(last, ()), view.status.value})
+        diagram = attrs.evolve(diagram, terminals={**diagram.terminals, last: kinds})
     return InstanceDiagram(diagram, steps, path_classes(diagram, steps, error=error))
 
 
