@@ -79,6 +79,7 @@ _IMPERATIVE = {
     "Failed": "Fail",
     "Cancelled": "Cancel",
 }
+_ERROR_CHARS = 300
 # The order end kinds are listed in.
 _ENDS = tuple(status.value for status in Lifecycle if status not in _LIVE)
 
@@ -124,8 +125,8 @@ class Gap:
         if not self.state:
             return f"no {self.input_type} could be drawn: {self.error}"
         return (
-            f"{self.state}: none of {self.tried} {self.input_type} accepted "
-            f"(the last raised {self.error})"
+            f"{self.state}: no {self.input_type} accepted ({self.tried} drawn; "
+            f"the last raised {self.error})"
         )
 
 
@@ -203,9 +204,7 @@ class _Builder:
         if status not in _LIVE:
             self.terminals.setdefault(state, set()).add(status.value)
 
-    def build(
-        self, *, counted: bool, gaps: Sequence[Gap] = (), exhausted: bool = False
-    ) -> Diagram:
+    def build(self, *, counted: bool, gaps: Sequence[Gap] = (), exhausted: bool = False) -> Diagram:
         return Diagram(
             workflow=self.workflow,
             initial=self.initial,
@@ -344,6 +343,8 @@ def _examples(cls: type[Any], count: int, seed: int, strategy: Any = None) -> li
 def _error_text(exc: BaseException) -> str:
     """An exception as a gap names it: ``KeyError: 'x'``."""
     text = str(exc)
+    if len(text) > _ERROR_CHARS:
+        text = text[: _ERROR_CHARS - 1] + "\u2026"
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 

@@ -5,12 +5,14 @@
     decider diagram samples.traffic_fine:app IssueTrafficFineForSpeedingViolation
     decider diagram APP WORKFLOW --store URI --observed          # what the instances did
     decider diagram APP WORKFLOW --store URI --instance STREAM   # one instance's path
+    decider diagram APP WORKFLOW --strategy RoomHeld=myproject.strategies:holds
     decider console --app APP --store URI [--port 8765] [--allow-actions]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import signal
 import sys
@@ -44,6 +46,14 @@ def add_commands(commands: Any, app_help: str, store_help: str) -> None:
     )
     diagram.add_argument(
         "--seed", type=int, default=0, help="seed of the generated inputs (default: 0)"
+    )
+    diagram.add_argument(
+        "--strategy",
+        action="append",
+        default=[],
+        metavar="TYPE=MODULE:ATTRIBUTE",
+        help="draw the input type TYPE (class or stored type name) from this hypothesis "
+        "strategy instead of one built from its fields; repeatable",
     )
     diagram.set_defaults(command=run_diagram)
 
@@ -80,7 +90,11 @@ def run_diagram(args: argparse.Namespace) -> int:
         with _store(args.store) as store:
             print(to_mermaid(data.observed_diagram(store, app, args.workflow)))
         return 0
-    definition = _definition(app, args.workflow, args.seed)
+    definition = _definition(app, args.workflow, args.seed, _strategies(args.strategy))
+    for gap in definition.gaps:
+        print(f"decider: diagram: not explored: {gap}", file=sys.stderr)
+    if definition.exhausted:
+        print("decider: diagram: exploring stopped: its budget ran out", file=sys.stderr)
     if args.instance is None:
         print(to_mermaid(definition))
         return 0
@@ -97,9 +111,29 @@ def run_diagram(args: argparse.Namespace) -> int:
     return 0
 
 
-def _definition(app: Any, workflow: str, seed: int) -> Diagram:
+def _strategies(specs: list[str]) -> dict[str, Any]:
+    """``TYPE=module:attribute`` options as a map of type name to the strategy named."""
+    found: dict[str, Any] = {}
+    for spec in specs:
+        type_name, equals, where = spec.partition("=")
+        module_name, colon, attribute = where.partition(":")
+        if not (type_name and equals and module_name and colon and attribute):
+            raise UsageError(f"--strategy {spec!r} must be written TYPE=module:attribute")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise UsageError(f"--strategy {spec!r}: cannot import {module_name!r}: {exc}") from exc
+        if not hasattr(module, attribute):
+            raise UsageError(f"--strategy {spec!r}: module {module_name!r} has no {attribute!r}")
+        found[type_name] = getattr(module, attribute)
+    return found
+
+
+def _definition(app: Any, workflow: str, seed: int, strategies: dict[str, Any]) -> Diagram:
     try:
-        return data.definition(app, workflow, seed=seed)
+        return data.definition(app, workflow, seed=seed, strategies=strategies)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
     except ModuleNotFoundError as exc:
         if exc.name == "hypothesis":
             raise UsageError(

@@ -12,8 +12,9 @@ thousands of instances a console is for, slow for millions.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import attrs
 
@@ -219,13 +220,37 @@ def list_skipped(store: EventStore, app: App) -> list[SkippedInput]:
 # -- diagrams ----------------------------------------------------------------------------
 
 
-def definition(app: App, workflow: str, *, seed: int = 0) -> Diagram:
+def definition(
+    app: App,
+    workflow: str,
+    *,
+    seed: int = 0,
+    strategies: Mapping[str, Any] | None = None,
+) -> Diagram:
     """The definition diagram of one of ``app``'s workflows, from its registered input types.
 
-    Raises :class:`KeyError` for a workflow the app does not have.
+    ``strategies`` maps an input type, by its class name or its stored type name, to the
+    hypothesis strategy its values are drawn from (see :func:`decider.diagram.explore`).
+    Raises :class:`KeyError` for a workflow the app does not have, :class:`ValueError` for a
+    strategy of a type the workflow does not take.
     """
     registration = app.workflows[workflow]
-    return explore(registration.workflow, [i.cls for i in registration.inputs.values()], seed=seed)
+    by_name: dict[str, type[Any]] = {}
+    for type_name, registered in registration.inputs.items():
+        by_name[type_name] = by_name[registered.cls.__name__] = registered.cls
+    unknown = sorted(set(strategies or {}) - set(by_name))
+    if unknown:
+        known = ", ".join(sorted({cls.__name__ for cls in by_name.values()}))
+        raise ValueError(
+            f"workflow {workflow!r} takes no input {', '.join(unknown)} (its inputs: {known})"
+        )
+    chosen = {by_name[name]: strategy for name, strategy in (strategies or {}).items()}
+    return explore(
+        registration.workflow,
+        [i.cls for i in registration.inputs.values()],
+        seed=seed,
+        strategies=chosen,
+    )
 
 
 def bare_definition(app: App, workflow: str) -> Diagram:
