@@ -30,17 +30,13 @@ from decider.diagram import (
     state_name,
     with_path,
 )
-from decider.processors import listing, skipped
+from decider.processors import listing, progress, skipped
 from decider.processors.app import App
-from decider.processors.base import Context, Processor
-from decider.processors.clock import Signal, SystemClock
-from decider.processors.command_processor import CommandProcessor
+from decider.processors.base import Processor
 from decider.processors.listing import InstanceQuery
 from decider.processors.queries import InstanceView, ParkedCommand, list_parked, show, status
 from decider.processors.skipped import NotRedrivable, SkippedInput
-from decider.processors.timer_processor import TimerProcessor
-from decider.processors.workflow_processor import WorkflowProcessor
-from decider.stores.protocol import CheckpointStore, EventStore
+from decider.stores.protocol import EventStore
 
 __all__ = [
     "LAG_CAP",
@@ -61,8 +57,8 @@ __all__ = [
     "processor_rows",
     "processors_of",
 ]
-LAG_CAP = 10_000
-"""Pending events are counted up to this many per processor (more shows as ``10000+``)."""
+LAG_CAP = progress.LAG_CAP
+"""Pending inputs are counted up to this many per processor and partition (more: ``10000+``)."""
 
 
 @attrs.frozen
@@ -157,11 +153,16 @@ def parked_of(store: EventStore, app: App, stream: str) -> list[ParkedCommand]:
 
 @attrs.frozen
 class ProcessorRow:
-    """A processor of the app: its stored checkpoint and the work after it.
+    """A processor of the app: its checkpoint and the work it has left (see
+    :mod:`decider.processors.progress`).
 
-    ``pending`` counts the events its filter passes after the checkpoint (capped at
-    :data:`LAG_CAP`, ``capped`` then); ``oldest_pending_at`` is when the first of them was
-    recorded, so ``now - oldest_pending_at`` is its lag in time.
+    ``partitions``: how many partitions it runs in (0: unpartitioned); ``checkpoint`` its
+    checkpoint, in a partitioned run the lowest of its partitions'. ``pending`` counts the
+    inputs it has to do now, every partition's against its own checkpoint (``capped``: at
+    least that many; ``exact`` false: at most that many, the command processor's count may
+    hold commands concluded since its checkpoint); ``waiting``, timers not due yet;
+    ``oldest_pending_at`` when the oldest pending input was recorded (a timer: fell due), so
+    ``now - oldest_pending_at`` is its lag.
     """
 
     name: str
@@ -169,40 +170,35 @@ class ProcessorRow:
     pending: int
     capped: bool
     oldest_pending_at: datetime | None
+    partitions: int = 0
+    waiting: int = 0
+    exact: bool = True
 
 
 def processors_of(app: App, store: EventStore) -> list[Processor]:
-    """The processors a :class:`~decider.processors.Service` of ``app`` runs, not started.
-
-    Built the way the service builds them, for their names and filters only.
-    """
-    context = Context(
-        app=app,
-        store=store,
-        checkpoints=store,  # type: ignore[arg-type]  # only read through load_checkpoint
-        clock=SystemClock(),
-        stop=Signal(),
-        progress=lambda: None,
-    )
-    built: list[Processor] = [WorkflowProcessor(context, r, 1) for r in app.workflows.values()]
-    return [*built, CommandProcessor(context), TimerProcessor(context)]
+    """The processors a :class:`~decider.processors.Service` of ``app`` runs, not started."""
+    return progress.processors_of(app, store)
 
 
-def processor_rows(store: EventStore, app: App) -> list[ProcessorRow]:
+def processor_rows(store: EventStore, app: App, now: datetime | None = None) -> list[ProcessorRow]:
     """Every processor of ``app``, its checkpoint and pending work (see :class:`ProcessorRow`)."""
+    now = now or datetime.now(UTC)
+    by_processor: dict[str, list[progress.Progress]] = {}
+    for row in progress.progress(store, app, now):
+        by_processor.setdefault(row.processor, []).append(row)
     rows = []
-    for processor in processors_of(app, store):
-        checkpoint = (
-            store.load_checkpoint(processor.name) if isinstance(store, CheckpointStore) else None
-        )
-        pending = store.read_all(checkpoint, LAG_CAP + 1, processor.filter)
+    for name, parts in by_processor.items():
+        total = progress.summed(parts)
         rows.append(
             ProcessorRow(
-                name=processor.name,
-                checkpoint=checkpoint,
-                pending=min(len(pending), LAG_CAP),
-                capped=len(pending) > LAG_CAP,
-                oldest_pending_at=pending[0].recorded_at if pending else None,
+                name=name,
+                checkpoint=total.checkpoint,
+                pending=total.pending,
+                capped=total.capped,
+                oldest_pending_at=total.oldest_pending_at,
+                partitions=0 if parts[0].partition is None else len(parts),
+                waiting=total.waiting,
+                exact=total.exact,
             )
         )
     return rows

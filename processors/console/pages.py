@@ -272,19 +272,50 @@ def skipped_page(chrome: Chrome, skipped: Sequence[SkippedInput]) -> str:
 
 
 def processors_page(chrome: Chrome, rows: Sequence[ProcessorRow], now: datetime) -> str:
-    """Each processor's checkpoint, pending events and how old the oldest of them is."""
+    """Each processor's checkpoint, the inputs it has to do, the timers waiting, and its lag."""
     body = "".join(
-        f'<tr><td>{esc(r.name)}</td><td class="num">{"" if r.checkpoint is None else r.checkpoint}'
-        f'</td><td class="num">{r.pending}{"+" if r.capped else ""}</td>'
-        f"<td>{_age(now, r.oldest_pending_at)}</td></tr>"
+        f"<tr><td>{esc(r.name)}</td><td>{_checkpoint(r)}</td>"
+        f'<td class="num">{_pending(r)}</td>'
+        f'<td class="num">{r.waiting if r.name.endswith(".timers") else ""}</td>'
+        f"<td>{_lag(now, r)}</td></tr>"
         for r in rows
     )
     table = (
         '<table class="processors"><thead><tr><th>Processor</th><th>Checkpoint (position)</th>'
-        f"<th>Pending events (up to {LAG_CAP})</th><th>Lag (oldest pending)</th></tr></thead>"
+        f"<th>Pending inputs (up to {LAG_CAP})</th><th>Timers not due</th>"
+        "<th>Lag (oldest pending)</th></tr></thead>"
         f"<tbody>{body}</tbody></table>"
     )
-    return layout(chrome, "Processors", table, "/processors")
+    note = (
+        '<p class="note">Pending: the inputs a processor has yet to do, each partition\'s '
+        "counted after its own checkpoint. A timer is pending once due, unless it fired or its "
+        "instance ended (then it is dropped); before that it waits. The command processor moves "
+        "its checkpoint on in batches, so some of its commands may have concluded already: its "
+        'figures are upper bounds ("at most"). Lag: how long the oldest pending input has '
+        "waited (a timer: since it fell due), as the <code>decider.processor.lag</code> gauge "
+        "measures it, read here from the stored checkpoints. "
+        f'<a href="/partitions">Partitions and processes</a></p>'
+    )
+    return layout(chrome, "Processors", table + note, "/processors")
+
+
+def _checkpoint(row: ProcessorRow) -> str:
+    shown = "none" if row.checkpoint is None else str(row.checkpoint)
+    if row.partitions:
+        return f'{esc(shown)} <span class="hint">(lowest of {row.partitions} partitions)</span>'
+    return esc(shown) if row.checkpoint is not None else ""
+
+
+def _pending(row: ProcessorRow) -> str:
+    text = f"{row.pending}{'+' if row.capped else ''}"
+    return text if row.exact or row.pending == 0 else f"at most {text}"
+
+
+def _lag(now: datetime, row: ProcessorRow) -> str:
+    if row.oldest_pending_at is None:
+        return "none pending"
+    age = _age(now, row.oldest_pending_at)
+    return age if row.exact else f"at most {age}"
 
 
 # -- actions -----------------------------------------------------------------------------
