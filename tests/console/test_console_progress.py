@@ -12,6 +12,7 @@ from decider.processors import Service, status
 from decider.processors.console.data import processor_rows
 from decider.processors.console.pages import Chrome, processors_page
 from decider.processors.group import PartitionGroup
+from decider.processors.partition_status import partition_rows
 from decider.processors.service_metrics import _lag
 from decider.stores.memory import MemoryEventStore
 from decider.stores.sqlite import SqliteEventStore
@@ -67,6 +68,9 @@ def test_an_input_counts_in_its_own_partition_only() -> None:
     (workflow,) = [r for r in processor_rows(store, app) if ".workflow." in r.name]
     assert workflow.pending == 2
     assert workflow.oldest_pending_at is not None
+    # decider status's partition lines count the same: 2 in all, not 2 in every partition.
+    lags = [lag.lag for row in partition_rows(store, app) for lag in row.processors]
+    assert sum(lags) == 2
 
 
 def test_timers_of_ended_instances_are_not_pending(tmp_path: Path) -> None:
