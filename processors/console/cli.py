@@ -65,7 +65,16 @@ def add_commands(commands: Any, app_help: str, store_help: str) -> None:
     console.add_argument(
         "--allow-actions",
         action="store_true",
-        help="allow retrying parked commands and re-driving skipped inputs, with a token",
+        help="allow retrying parked commands, re-driving skipped inputs and cancelling "
+        "instances, with a token",
+    )
+    console.add_argument(
+        "--strategy",
+        action="append",
+        default=[],
+        metavar="TYPE=MODULE:ATTRIBUTE",
+        help="for the definition diagrams: draw the input type TYPE from this hypothesis "
+        "strategy; repeatable",
     )
     console.add_argument(
         "--stuck-after",
@@ -165,6 +174,7 @@ def run_console(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535 or (args.stuck_after is not None and args.stuck_after <= 0):
         raise UsageError("--port must be 0-65535 and --stuck-after positive")
     app = load_app(spec)
+    strategies = _strategies(args.strategy)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -179,6 +189,7 @@ def run_console(args: argparse.Namespace) -> int:
             stuck_after=(
                 timedelta(seconds=args.stuck_after) if args.stuck_after is not None else None
             ),
+            strategies=strategies,
         )
         try:
             serve(console, args.host, args.port, lambda line: print(line, flush=True), stop)

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeGuard
 
 import attrs
 
-from decider import Lifecycle
+from decider import Cancelled, Failed, Lifecycle
 from decider.diagram import (
     Diagram,
     Transition,
@@ -30,30 +30,37 @@ from decider.diagram import (
     state_name,
     with_path,
 )
-from decider.processors import listing, progress, skipped
+from decider.processors import listing, operations, partitions, progress, skipped
 from decider.processors.app import App
 from decider.processors.base import Processor
 from decider.processors.listing import InstanceQuery
 from decider.processors.queries import InstanceView, ParkedCommand, list_parked, show, status
 from decider.processors.skipped import NotRedrivable, SkippedInput
-from decider.stores.protocol import EventStore
+from decider.stores.leases import LeaseStore
+from decider.stores.protocol import CheckpointStore, EventStore
 
 __all__ = [
     "LAG_CAP",
     "InstanceDiagram",
     "InstancePage",
     "InstanceRow",
+    "PartitionView",
+    "PartitionsView",
+    "ProcessView",
     "NotRedrivable",
     "ProcessorRow",
     "SkippedInput",
     "bare_definition",
     "definition",
+    "end_reason",
+    "instance_id",
     "instance_diagram",
     "is_error",
     "list_instances",
     "list_skipped",
     "observed_diagram",
     "parked_of",
+    "partitions_view",
     "processor_rows",
     "processors_of",
 ]
@@ -99,6 +106,7 @@ def list_instances(
     status_value: str | None = None,
     stuck_only: bool = False,
     stuck_after: timedelta | None = None,
+    search: str | None = None,
     offset: int = 0,
     limit: int = 50,
     now: datetime | None = None,
@@ -108,8 +116,10 @@ def list_instances(
     Read by :func:`decider.processors.listing.list_instances` (what ``decider list`` shows).
     ``status_value`` is a :class:`~decider.Lifecycle` value (``running``, ``failed``...);
     ``stuck_after`` overrides every workflow's ``progress_within`` (``None``: each workflow's
-    own; a workflow without one has no stuck instances). Raises :class:`KeyError` for a
-    workflow the app does not have.
+    own; a workflow without one has no stuck instances). ``search`` keeps the instances whose
+    stream holds it, ignoring case: an instance id or business key (the id the workflow's
+    route gives an instance, as in ``<Workflow>-<id>``), or part of one. Raises
+    :class:`KeyError` for a workflow the app does not have.
     """
     known = {member.value: member for member in Lifecycle}
     if status_value is not None and status_value not in known:
@@ -139,8 +149,25 @@ def list_instances(
     ]
     if stuck_only:
         rows = [row for row in rows if row.stuck]
+    if search:
+        wanted = search.casefold()
+        rows = [row for row in rows if wanted in row.stream.casefold()]
     rows.sort(key=lambda r: r.last_at or datetime.min.replace(tzinfo=UTC), reverse=True)
     return InstancePage(rows[offset : offset + limit], len(rows), offset, limit)
+
+
+def instance_id(app: App, row: InstanceRow) -> str:
+    """The id of an instance within its workflow: its stream without ``<Workflow>-``."""
+    return row.stream.removeprefix(app.workflows[row.workflow].stream_prefix)
+
+
+def end_reason(view: InstanceView) -> str | None:
+    """Why an instance failed or was cancelled (the reason its ``Failed`` or ``Cancelled``
+    event records), ``None`` for one that did neither."""
+    for entry in reversed(view.history):
+        if isinstance(entry.event, (Failed, Cancelled)):
+            return entry.event.reason
+    return None
 
 
 def parked_of(store: EventStore, app: App, stream: str) -> list[ParkedCommand]:
@@ -292,3 +319,81 @@ def instance_diagram(
 def is_error(view: InstanceView, parked: Sequence[ParkedCommand]) -> bool:
     """Whether an instance is in trouble: a parked command, or a lifecycle named failed."""
     return bool(parked) or view.status.value == "failed"
+
+
+# -- partitions and processes ------------------------------------------------------------
+
+
+@attrs.frozen
+class PartitionView:
+    """One partition: its lease (``owner`` ``None``: free) and each processor's work in it."""
+
+    number: int
+    owner: str | None
+    epoch: int
+    expires_at: datetime | None
+    work: list[progress.Progress]
+
+
+@attrs.frozen
+class ProcessView:
+    """A process of the app's group: its member lease's expiry (renewed with each heartbeat
+    of the group) and the partitions it holds."""
+
+    owner: str
+    expires_at: datetime
+    held: list[int]
+
+
+@attrs.frozen
+class PartitionsView:
+    """What the Partitions page shows. ``partitioned`` false: the app never ran partitioned on
+    this store (``partitions`` then holds one entry, number -1, for its unpartitioned work).
+    ``heartbeat_at``: the last heartbeat of a running ``decider run`` service (``None``: none
+    running, or it stopped gracefully)."""
+
+    partitioned: bool
+    partitions: list[PartitionView]
+    processes: list[ProcessView]
+    heartbeat_at: datetime | None
+
+
+def partitions_view(store: EventStore, app: App, now: datetime) -> PartitionsView:
+    """Every partition's lease and work, the processes of the group, the service heartbeat."""
+    work: dict[int, list[progress.Progress]] = {}
+    for row in progress.progress(store, app, now):
+        work.setdefault(-1 if row.partition is None else row.partition, []).append(row)
+    leases = {lease.partition: lease for lease in store.leases()} if _leases(store) else {}
+    members = partitions.member_prefix(app.name)
+    parts = []
+    held: dict[str, list[int]] = {}
+    for number in sorted(work):
+        lease = leases.get(partitions.lease_name(app.name, number))
+        live = lease is not None and lease.owner is not None and lease.expires_at > now
+        if lease is not None and lease.owner is not None and live:
+            held.setdefault(lease.owner, []).append(number)
+        parts.append(
+            PartitionView(
+                number,
+                None if lease is None else lease.owner,
+                0 if lease is None else lease.epoch,
+                None if lease is None else lease.expires_at,
+                work[number],
+            )
+        )
+    processes = [
+        ProcessView(name.removeprefix(members), lease.expires_at, held.get(lease.owner or "", []))
+        for name, lease in sorted(leases.items())
+        if name.startswith(members) and lease.owner is not None
+    ]
+    beat = store.load_checkpoint(operations.heartbeat_name(app)) if _checkpoints(store) else None
+    heartbeat_at = datetime.fromtimestamp(beat / 1000, UTC) if beat else None
+    return PartitionsView(progress.is_partitioned(store, app), parts, processes, heartbeat_at)
+
+
+def _leases(store: EventStore) -> TypeGuard[LeaseStore]:
+    return isinstance(store, LeaseStore)
+
+
+def _checkpoints(store: EventStore) -> TypeGuard[CheckpointStore]:
+    return isinstance(store, CheckpointStore)
