@@ -390,10 +390,10 @@ def processors_page(chrome: Chrome, rows: Sequence[ProcessorRow], now: datetime)
 
 
 def _checkpoint(row: ProcessorRow) -> str:
-    shown = "none" if row.checkpoint is None else str(row.checkpoint)
+    shown = "none yet" if row.checkpoint is None else str(row.checkpoint)
     if row.partitions:
         return f'{esc(shown)} <span class="hint">(lowest of {row.partitions} partitions)</span>'
-    return esc(shown) if row.checkpoint is not None else ""
+    return esc(shown)
 
 
 def _pending(row: ProcessorRow) -> str:
