@@ -17,6 +17,7 @@ from decider import (
     Fail,
     Failed,
     InitiatedBy,
+    Metadata,
     Schedule,
     Scheduled,
     Send,
@@ -123,11 +124,16 @@ def evolve(state: State, event: WorkflowEvent[Input, Any]) -> State:
 
 workflow: Workflow[Input, State, Any] = Workflow("Booking", Idle(), evolve, decide)
 
+
+def _booking_id(booking: BookRoom, _: Metadata) -> str:
+    return booking.booking_id
+
+
 app = App("bookings")
 app.workflow(
     workflow,
     inputs={
-        BookRoom: lambda booking, _: booking.booking_id,
+        BookRoom: _booking_id,
         RoomHeld: by_correlation,
         BookingConfirmed: by_correlation,
         ConfirmationTimedOut: by_correlation,

@@ -8,11 +8,12 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import strategies as st
 
-from decider import advance, handle, start
+from decider import WorkflowEvent, advance, handle, start
 from decider.diagram import Gap, Transition, explore, observed, to_mermaid
 from decider.processors.console import svg
 from tests.diagram.booking import (
@@ -20,6 +21,7 @@ from tests.diagram.booking import (
     BookingConfirmed,
     BookRoom,
     ConfirmationTimedOut,
+    Input,
     RoomHeld,
     workflow,
 )
@@ -40,11 +42,12 @@ def test_a_shared_final_state_shows_each_way_instances_end_there() -> None:
     assert "    Done --> [*] : completed" in lines
     assert "    Done --> [*] : failed" in lines
     assert ">completed / failed</text>" in svg.render(diagram)
-    booked = [BookRoom(booking_id="b"), RoomHeld(booking_id="b", confirm_within_s=600)]
-    ends = [BookingConfirmed(booking_id="b"), ConfirmationTimedOut(booking_id="b")]
-    histories = []
+    booked: list[Input] = [BookRoom(booking_id="b"), RoomHeld(booking_id="b", confirm_within_s=600)]
+    ends: list[Input] = [BookingConfirmed(booking_id="b"), ConfirmationTimedOut(booking_id="b")]
+    histories: list[list[WorkflowEvent[Input, Any]]] = []
     for end in ends:
-        instance, history = start(workflow), []
+        instance = start(workflow)
+        history: list[WorkflowEvent[Input, Any]] = []
         for value in [*booked, end]:
             events = handle(workflow, instance, value)
             instance, history = advance(workflow, instance, events), history + events
