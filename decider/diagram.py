@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import attrs
 
@@ -243,7 +243,9 @@ def explore(
     ``seed``, from ``strategies[type]`` (a hypothesis strategy) where given, else from
     :func:`decider.testing.strategy_for`. A breadth-first search then handles every value in
     every state reached (up to ``max_per_state`` distinct states of one type are explored
-    further), at most ``budget`` times in all. An input ``decide`` rejects (raises, a command
+    further), at most ``budget`` times in all. Where a state type refused an input type in
+    every state of it explored, up to ``32 * max_per_state`` more states of that type are tried
+    with a few values of that type: a state may refuse for what it holds. An input ``decide`` rejects (raises, a command
     it builds refusing its arguments included) makes no transition: it is dropped, and
     exploring goes on with the next value. ``decide`` runs as under ``on_error="skip"``, so a
     rejected input never shows as a failure.
@@ -263,41 +265,108 @@ def explore(
             raise
         except Exception as exc:  # a type hypothesis cannot draw: reported, the rest explored
             gaps.append(Gap("", cls.__name__, 0, _error_text(exc)))
-    builder = _Builder(workflow.name, state_name(workflow.initial_state))
+    search = _Search(workflow, pools, budget)
     seen: dict[str, list[Instance[S]]] = {}
-    tried: dict[tuple[str, str], int] = {}
-    accepted: set[tuple[str, str]] = set()
-    errors: dict[tuple[str, str], str] = {}
+    reserve: dict[str, list[Instance[S]]] = {}
     queue: deque[Instance[S]] = deque([start(workflow)])
-    calls, exhausted = 0, False
-    while queue and not exhausted:
-        instance = queue.popleft()
+    while not search.exhausted:
+        if queue:
+            instance, only = queue.popleft(), None
+        else:
+            # Every state found was explored. A state type where an input type was never
+            # accepted may refuse it for what the state holds: try more states of that type.
+            picked = _refused_here(reserve, search)
+            if picked is None:
+                break
+            instance, only = picked
+        for after in search.step(instance, only):
+            target = state_name(after.state)
+            if _is_new(seen, target, after, max_per_state):
+                queue.append(after)
+            elif not _known(seen, target, after):
+                _is_new(reserve, target, after, max_per_state * _RESERVE)  # kept for later
+    gaps += search.gaps()
+    return search.builder.build(counted=False, gaps=gaps, exhausted=search.exhausted)
+
+
+_RESERVE = 32
+"""States of one type kept in reserve: this many times ``max_per_state``."""
+_RESERVE_DRAWS = 25
+"""Values of an input type tried on a state from the reserve."""
+
+
+class _Search(Generic[I, S, O]):
+    """Handles drawn inputs in states, recording transitions, what each state type accepted,
+    and what refused inputs raised, within a budget of calls."""
+
+    def __init__(
+        self, workflow: Workflow[I, S, O], pools: list[tuple[str, list[Any]]], budget: int
+    ) -> None:
+        self.workflow = workflow
+        self.pools = pools
+        self.budget = budget
+        self.calls = 0
+        self.exhausted = False
+        self.builder = _Builder(workflow.name, state_name(workflow.initial_state))
+        self.tried: dict[tuple[str, str], int] = {}
+        self.accepted: set[tuple[str, str]] = set()
+        self.errors: dict[tuple[str, str], str] = {}
+
+    def step(self, instance: Instance[S], only: set[str] | None) -> list[Instance[S]]:
+        """Every drawn value of every input type (of ``only``, a few values each) handled in
+        ``instance``; the live instances it led to."""
         source = state_name(instance.state)
-        for type_name, pool in pools:
+        found: list[Instance[S]] = []
+        for type_name, pool in self.pools:
+            if only is not None and type_name not in only:
+                continue
             key = (source, type_name)
-            for value in pool:
-                if calls == budget:
-                    exhausted = True
-                    break
-                calls += 1
-                tried[key] = tried.get(key, 0) + 1
+            for value in pool if only is None else pool[:_RESERVE_DRAWS]:
+                if self.calls == self.budget:
+                    self.exhausted = True
+                    return found
+                self.calls += 1
+                self.tried[key] = self.tried.get(key, 0) + 1
                 try:
-                    events = handle(workflow, instance, value)
-                    after = advance(workflow, instance, events)
+                    events = handle(self.workflow, instance, value)
+                    after = advance(self.workflow, instance, events)
                 except Exception as exc:
-                    errors[key] = _error_text(exc)  # rejected here: dropped, no transition
+                    self.errors[key] = _error_text(exc)  # refused here: dropped, no transition
                     continue
-                accepted.add(key)
+                self.accepted.add(key)
                 target = state_name(after.state)
-                builder.add(Transition(source, target, label(value, events)), after.status)
-                if after.status in _LIVE and _is_new(seen, target, after, max_per_state):
-                    queue.append(after)
-    gaps += [
-        Gap(state, type_name, count, errors.get((state, type_name), "nothing"))
-        for (state, type_name), count in tried.items()
-        if (state, type_name) not in accepted
-    ]
-    return builder.build(counted=False, gaps=gaps, exhausted=exhausted)
+                self.builder.add(Transition(source, target, label(value, events)), after.status)
+                if after.status in _LIVE:
+                    found.append(after)
+        return found
+
+    def refused(self, state: str) -> set[str]:
+        """The input types tried in states of type ``state`` and never accepted there."""
+        return {t for (s, t) in self.tried if s == state and (s, t) not in self.accepted}
+
+    def gaps(self) -> list[Gap]:
+        """Every (state type, input type) tried and never accepted, with the last error."""
+        return [
+            Gap(state, type_name, count, self.errors.get((state, type_name), "nothing"))
+            for (state, type_name), count in self.tried.items()
+            if (state, type_name) not in self.accepted
+        ]
+
+
+def _refused_here(
+    reserve: dict[str, list[Instance[S]]], search: _Search[Any, S, Any]
+) -> tuple[Instance[S], set[str]] | None:
+    """A state from the reserve of a type that refused some input type, and those types."""
+    for name, kept in reserve.items():
+        refused = search.refused(name)
+        if kept and refused:
+            return kept.pop(0), refused
+    return None
+
+
+def _known(seen: dict[str, list[Instance[S]]], name: str, instance: Instance[S]) -> bool:
+    key = (instance.state, instance.status)
+    return any((other.state, other.status) == key for other in seen.get(name, ()))
 
 
 def _is_new(

@@ -1,7 +1,7 @@
-"""A hotel booking as a new user wrote it, for the diagram tests: the hold's reply says how long
-the guest has to confirm (5 to 15 minutes, or ``decide`` refuses it), and ``decide`` schedules
-the timeout with it; a confirmation completes the booking, a timeout fails it, and both end in
-the one final state ``Done``."""
+"""A hotel booking as a new user wrote it, for the diagram tests: the request says how long the
+guest has to confirm (``confirm_within_s``); once the hotel holds the room, ``decide`` schedules
+the timeout with it (5 to 15 minutes, or it refuses the hold); a confirmation completes the
+booking, a timeout fails it, and both end in the one final state ``Done``."""
 
 from __future__ import annotations
 
@@ -31,9 +31,10 @@ from decider.processors import App, by_correlation
 @message("bookings.BookRoom")
 @attrs.frozen(kw_only=True)
 class BookRoom:
-    """A guest asks for a room."""
+    """A guest asks for a room, to confirm within ``confirm_within_s`` seconds."""
 
     booking_id: str
+    confirm_within_s: int
 
 
 @message("bookings.HoldRoom")
@@ -47,10 +48,9 @@ class HoldRoom:
 @message("bookings.RoomHeld")
 @attrs.frozen(kw_only=True)
 class RoomHeld:
-    """The hotel holds the room for ``confirm_within_s`` seconds."""
+    """The hotel holds the room."""
 
     booking_id: str
-    confirm_within_s: int
 
 
 @message("bookings.ConfirmationTimedOut")
@@ -76,7 +76,9 @@ class Idle:
 
 @attrs.frozen
 class Holding:
-    """Waiting for the hotel to hold the room."""
+    """Waiting for the hotel to hold the room; the guest then has ``within`` seconds."""
+
+    within: int
 
 
 @attrs.frozen
@@ -99,11 +101,11 @@ def decide(input: Input, state: State) -> list[Any]:
     match state, input:
         case Idle(), BookRoom():
             return [Send(HoldRoom(booking_id=input.booking_id))]
-        case Holding(), RoomHeld():
-            if not 300 <= input.confirm_within_s <= 900:
+        case Holding(within=within), RoomHeld():
+            if not 300 <= within <= 900:
                 raise ValueError("a hold lasts 5 to 15 minutes")
             timeout = ConfirmationTimedOut(booking_id=input.booking_id)
-            return [Schedule(timedelta(seconds=input.confirm_within_s), timeout)]
+            return [Schedule(timedelta(seconds=within), timeout)]
         case AwaitingConfirmation(), BookingConfirmed():
             return [Complete()]
         case AwaitingConfirmation(), ConfirmationTimedOut():
@@ -113,8 +115,8 @@ def decide(input: Input, state: State) -> list[Any]:
 
 def evolve(state: State, event: WorkflowEvent[Input, Any]) -> State:
     """The state after ``event``."""
-    if isinstance(event, InitiatedBy):
-        return Holding()
+    if isinstance(event, InitiatedBy) and isinstance(event.message, BookRoom):
+        return Holding(event.message.confirm_within_s)
     if isinstance(event, Scheduled):
         return AwaitingConfirmation()
     if isinstance(event, (Completed, Failed)):
@@ -140,5 +142,8 @@ app.workflow(
     },
 )
 
-REFUSED_HOLDS = st.builds(RoomHeld, booking_id=st.just("b-1"), confirm_within_s=st.just(-1))
-"""A strategy whose every hold ``decide`` refuses (a user's strategy, for the CLI test)."""
+REFUSED_BOOKINGS = st.builds(BookRoom, booking_id=st.just("b-1"), confirm_within_s=st.just(-1))
+"""Bookings whose hold ``decide`` refuses (a user's strategy, for the CLI test)."""
+
+ONE_HOLD = st.builds(RoomHeld, booking_id=st.just("b-1"))
+"""The one hold of booking ``b-1``."""

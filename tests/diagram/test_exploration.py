@@ -42,7 +42,7 @@ def test_a_shared_final_state_shows_each_way_instances_end_there() -> None:
     assert "    Done --> [*] : completed" in lines
     assert "    Done --> [*] : failed" in lines
     assert ">completed / failed</text>" in svg.render(diagram)
-    booked: list[Input] = [BookRoom(booking_id="b"), RoomHeld(booking_id="b", confirm_within_s=600)]
+    booked: list[Input] = [BookRoom(booking_id="b", confirm_within_s=600), RoomHeld(booking_id="b")]
     ends: list[Input] = [BookingConfirmed(booking_id="b"), ConfirmationTimedOut(booking_id="b")]
     histories: list[list[WorkflowEvent[Input, Any]]] = []
     for end in ends:
@@ -56,10 +56,10 @@ def test_a_shared_final_state_shows_each_way_instances_end_there() -> None:
     assert observed(workflow, histories[1:]).terminals == {"Done": ("failed",)}
 
 
-@pytest.mark.parametrize("seed", [0, 5, 16, 18, 19])
+@pytest.mark.parametrize("seed", [0, 4, 5, 6, 10])
 def test_every_seed_draws_the_whole_happy_path(seed: int) -> None:
-    # Few drawn ints fall in 300..900: with 30 drawn per type, seeds 5, 16, 18 and 19 lost
-    # AwaitingConfirmation and Done.
+    # Few drawn ints fall in 300..900: with 30 values per type and the first 8 Holding states
+    # only, seeds 4, 5, 6 and 10 (17 of the first 30) lost AwaitingConfirmation and Done.
     diagram = explore(workflow, INPUTS, seed=seed)
     assert set(diagram.states) == {"Idle", "Holding", "AwaitingConfirmation", "Done"}
     assert set(diagram.transitions) == HAPPY_PATH
@@ -67,8 +67,8 @@ def test_every_seed_draws_the_whole_happy_path(seed: int) -> None:
 
 
 def test_what_exploring_could_not_do_is_reported_with_the_exception() -> None:
-    refused = st.builds(RoomHeld, booking_id=st.text(), confirm_within_s=st.integers(max_value=0))
-    diagram = explore(workflow, INPUTS, strategies={RoomHeld: refused})
+    refused = st.builds(BookRoom, booking_id=st.text(), confirm_within_s=st.integers(max_value=0))
+    diagram = explore(workflow, INPUTS, strategies={BookRoom: refused})
     assert set(diagram.states) == {"Idle", "Holding"}
     gaps = {(gap.state, gap.input_type): gap for gap in diagram.gaps}
     held = gaps["Holding", "RoomHeld"]
@@ -116,7 +116,9 @@ def test_decider_diagram_takes_a_strategy_per_input_type_and_reports_gaps() -> N
         "tests.diagram.booking:app",
         "Booking",
         "--strategy",
-        "RoomHeld=tests.diagram.booking:REFUSED_HOLDS",
+        "BookRoom=tests.diagram.booking:REFUSED_BOOKINGS",
+        "--strategy",
+        "bookings.RoomHeld=tests.diagram.booking:ONE_HOLD",
     )
     assert steered.returncode == 0, steered.stderr
     assert "AwaitingConfirmation" not in steered.stdout
@@ -129,7 +131,7 @@ def test_decider_diagram_takes_a_strategy_per_input_type_and_reports_gaps() -> N
         "tests.diagram.booking:app",
         "Booking",
         "--strategy",
-        "Nope=tests.diagram.booking:REFUSED_HOLDS",
+        "Nope=tests.diagram.booking:ONE_HOLD",
     )
     assert wrong.returncode == 2
     assert "workflow 'Booking' takes no input Nope" in wrong.stderr
