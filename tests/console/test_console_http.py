@@ -105,6 +105,8 @@ PAGES = [
     "/parked",
     "/skipped",
     "/processors",
+    "/partitions",
+    "/instances?q=PR&refresh=5",
     "/static/console.css",
 ]
 
