@@ -245,9 +245,9 @@ def explore(
     every state reached (up to ``max_per_state`` distinct states of one type are explored
     further), at most ``budget`` times in all. Where a state type refused an input type in
     every state of it explored, up to ``32 * max_per_state`` more states of that type are tried
-    with a few values of that type: a state may refuse for what it holds. An input ``decide`` rejects (raises, a command
-    it builds refusing its arguments included) makes no transition: it is dropped, and
-    exploring goes on with the next value. ``decide`` runs as under ``on_error="skip"``, so a
+    with a few values of that type: a state may refuse for what it holds. An input ``decide``
+    rejects (raises, a command it builds refusing its arguments included) makes no transition:
+    it is dropped, and exploring goes on with the next value. ``decide`` runs as under ``on_error="skip"``, so a
     rejected input never shows as a failure.
 
     The result reports what could not be done (:attr:`Diagram.gaps`, :attr:`Diagram.exhausted`).
