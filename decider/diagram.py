@@ -247,8 +247,8 @@ def explore(
     every state of it explored, up to ``32 * max_per_state`` more states of that type are tried
     with a few values of that type: a state may refuse for what it holds. An input ``decide``
     rejects (raises, a command it builds refusing its arguments included) makes no transition:
-    it is dropped, and exploring goes on with the next value. ``decide`` runs as under ``on_error="skip"``, so a
-    rejected input never shows as a failure.
+    it is dropped, and exploring goes on with the next value. ``decide`` runs as under
+    ``on_error="skip"``, so a rejected input never shows as a failure.
 
     The result reports what could not be done (:attr:`Diagram.gaps`, :attr:`Diagram.exhausted`).
     Deterministic: the same workflow, types and arguments give the same diagram.
