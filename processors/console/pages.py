@@ -276,6 +276,7 @@ def workflow_page(chrome: Chrome, name: str, definition: Diagram, seen: Diagram)
     body = (
         '<section class="diagram-box"><h2>Definition</h2>'
         "<p>Explored from <code>decide</code> and <code>evolve</code> with generated inputs.</p>"
+        f"{_fails_on_error(chrome, name)}"
         f"{svg.render(definition, title=f'{name} definition')}"
         f"<details><summary>Mermaid</summary><pre>{esc(to_mermaid(definition))}</pre></details>"
         f"{_gaps(definition)}</section>"
@@ -294,6 +295,18 @@ def workflow_page(chrome: Chrome, name: str, definition: Diagram, seen: Diagram)
         "</section>"
     )
     return layout(chrome, name, body, "/workflows")
+
+
+def _fails_on_error(chrome: Chrome, name: str) -> str:
+    """A note for a workflow whose instances fail when ``decide`` raises: those ends are real
+    but not drawn (exploring drops an input ``decide`` raises on)."""
+    if chrome.app.workflows[name].workflow.on_error != "fail":
+        return ""
+    return (
+        '<p class="note">This workflow fails an instance when <code>decide</code> raises '
+        '(<code>on_error="fail"</code>): any state can end <b>failed</b> that way; those ends '
+        "are not drawn.</p>"
+    )
 
 
 def _gaps(definition: Diagram) -> str:

@@ -344,6 +344,13 @@ def test_a_page_refreshes_itself_at_the_interval_chosen(read_only: Running) -> N
         assert 'http-equiv="refresh"' not in read_only.request(f"/parked?refresh={asked}")[2]
 
 
+def test_the_workflow_page_says_what_its_definition_does_not_draw(read_only: Running) -> None:
+    body = read_only.request("/workflow?name=IssueTrafficFineForSpeedingViolation")[2]
+    assert '(<code>on_error="fail"</code>): any state can end <b>failed</b>' in body
+    assert "<summary>Not explored (6)</summary>" in body
+    assert "Initial: no TrafficFineSystemNumberGenerated accepted (" in body
+
+
 def test_the_partitions_page_of_an_unpartitioned_app_says_so(read_only: Running) -> None:
     code, _, body = read_only.request("/partitions")
     assert code == 200
