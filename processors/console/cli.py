@@ -6,12 +6,14 @@
     decider diagram WORKFLOW --app APP                           # or $DECIDER_APP
     decider diagram APP WORKFLOW --store URI --observed          # what the instances did
     decider diagram APP WORKFLOW --store URI --instance STREAM   # one instance's path
+    decider diagram APP WORKFLOW --strategy RoomHeld=myproject.strategies:holds
     decider console --app APP --store URI [--port 8765] [--allow-actions]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import signal
 import sys
@@ -53,6 +55,14 @@ def add_commands(commands: Any, app_help: str, store_help: str) -> None:
     diagram.add_argument(
         "--seed", type=int, default=0, help="seed of the generated inputs (default: 0)"
     )
+    diagram.add_argument(
+        "--strategy",
+        action="append",
+        default=[],
+        metavar="TYPE=MODULE:ATTRIBUTE",
+        help="draw the input type TYPE (class or stored type name) from this hypothesis "
+        "strategy instead of one built from its fields; repeatable",
+    )
     diagram.set_defaults(command=run_diagram)
 
     console = commands.add_parser("console", help="serve the web console (loopback by default)")
@@ -63,7 +73,16 @@ def add_commands(commands: Any, app_help: str, store_help: str) -> None:
     console.add_argument(
         "--allow-actions",
         action="store_true",
-        help="allow retrying parked commands and re-driving skipped inputs, with a token",
+        help="allow retrying parked commands, re-driving skipped inputs and cancelling "
+        "instances, with a token",
+    )
+    console.add_argument(
+        "--strategy",
+        action="append",
+        default=[],
+        metavar="TYPE=MODULE:ATTRIBUTE",
+        help="for the definition diagrams: draw the input type TYPE from this hypothesis "
+        "strategy; repeatable",
     )
     console.add_argument(
         "--stuck-after",
@@ -88,7 +107,11 @@ def run_diagram(args: argparse.Namespace) -> int:
         with _store(args.store) as store:
             print(to_mermaid(data.observed_diagram(store, app, args.workflow)))
         return 0
-    definition = _definition(app, args.workflow, args.seed)
+    definition = _definition(app, args.workflow, args.seed, _strategies(args.strategy))
+    for gap in definition.gaps:
+        print(f"decider: diagram: not explored: {gap}", file=sys.stderr)
+    if definition.exhausted:
+        print("decider: diagram: exploring stopped: its budget ran out", file=sys.stderr)
     if args.instance is None:
         print(to_mermaid(definition))
         return 0
@@ -105,9 +128,29 @@ def run_diagram(args: argparse.Namespace) -> int:
     return 0
 
 
-def _definition(app: Any, workflow: str, seed: int) -> Diagram:
+def _strategies(specs: list[str]) -> dict[str, Any]:
+    """``TYPE=module:attribute`` options as a map of type name to the strategy named."""
+    found: dict[str, Any] = {}
+    for spec in specs:
+        type_name, equals, where = spec.partition("=")
+        module_name, colon, attribute = where.partition(":")
+        if not (type_name and equals and module_name and colon and attribute):
+            raise UsageError(f"--strategy {spec!r} must be written TYPE=module:attribute")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise UsageError(f"--strategy {spec!r}: cannot import {module_name!r}: {exc}") from exc
+        if not hasattr(module, attribute):
+            raise UsageError(f"--strategy {spec!r}: module {module_name!r} has no {attribute!r}")
+        found[type_name] = getattr(module, attribute)
+    return found
+
+
+def _definition(app: Any, workflow: str, seed: int, strategies: dict[str, Any]) -> Diagram:
     try:
-        return data.definition(app, workflow, seed=seed)
+        return data.definition(app, workflow, seed=seed, strategies=strategies)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
     except ModuleNotFoundError as exc:
         if exc.name == "hypothesis":
             raise UsageError(
@@ -139,6 +182,7 @@ def run_console(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535 or (args.stuck_after is not None and args.stuck_after <= 0):
         raise UsageError("--port must be 0-65535 and --stuck-after positive")
     app = load_app(spec)
+    strategies = _strategies(args.strategy)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -153,6 +197,7 @@ def run_console(args: argparse.Namespace) -> int:
             stuck_after=(
                 timedelta(seconds=args.stuck_after) if args.stuck_after is not None else None
             ),
+            strategies=strategies,
         )
         try:
             serve(console, args.host, args.port, lambda line: print(line, flush=True), stop)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 from typing import Any
 
@@ -257,7 +258,7 @@ def test_concluded_commands_are_committed_on_a_wake_up_not_on_a_timer(
     with Service(app, store) as service:
         for i in range(3):
             app.publish(store, JobRequested(job_id=f"j{i}", action="ok"), "jobs")
-            assert service.wait_until(lambda i=i: completed(store, app, f"j{i}"), 30)
+            assert service.wait_until(functools.partial(completed, store, app, f"j{i}"), 30)
     commands = [timeout for name, timeout in waits if name.endswith(".commands")]
     assert commands, "the command processor's waits were not seen"
     assert all(timeout is None for timeout in commands), commands
