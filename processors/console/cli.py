@@ -63,6 +63,12 @@ def add_commands(commands: Any, app_help: str, store_help: str) -> None:
         help="draw the input type TYPE (class or stored type name) from this hypothesis "
         "strategy instead of one built from its fields; repeatable",
     )
+    diagram.add_argument(
+        "--gaps",
+        action="store_true",
+        help="list on stderr each state type and input type exploring never got past, with "
+        "the exception that stopped it (default: only their count)",
+    )
     diagram.set_defaults(command=run_diagram)
 
     console = commands.add_parser("console", help="serve the web console (loopback by default)")
@@ -108,12 +114,9 @@ def run_diagram(args: argparse.Namespace) -> int:
             print(to_mermaid(data.observed_diagram(store, app, args.workflow)))
         return 0
     definition = _definition(app, args.workflow, args.seed, _strategies(args.strategy))
-    for gap in definition.gaps:
-        print(f"decider: diagram: not explored: {gap}", file=sys.stderr)
-    if definition.exhausted:
-        print("decider: diagram: exploring stopped: its budget ran out", file=sys.stderr)
     if args.instance is None:
         print(to_mermaid(definition))
+        _report_gaps(definition, args.gaps)
         return 0
     with _store(args.store) as store:
         try:
@@ -125,7 +128,24 @@ def run_diagram(args: argparse.Namespace) -> int:
         error = data.is_error(view, data.parked_of(store, app, args.instance))
         drawn = data.instance_diagram(app, view, definition, error=error)
         print(to_mermaid(drawn.diagram, path_classes(drawn.diagram, drawn.steps, error=error)))
+    _report_gaps(definition, args.gaps)
     return 0
+
+
+def _report_gaps(definition: Diagram, listed: bool) -> None:
+    """Say on stderr what exploring never got past: each pair with ``--gaps``, else a count
+    (a state that refuses an input type on purpose is one too, so the list is on demand)."""
+    if listed:
+        for gap in definition.gaps:
+            print(f"decider: diagram: not explored: {gap}", file=sys.stderr)
+    elif definition.gaps:
+        print(
+            f"decider: diagram: {len(definition.gaps)} input type(s) were refused in every "
+            "state of a type where they were drawn (--gaps lists them, with the exception)",
+            file=sys.stderr,
+        )
+    if definition.exhausted:
+        print("decider: diagram: exploring stopped: its budget ran out", file=sys.stderr)
 
 
 def _strategies(specs: list[str]) -> dict[str, Any]:

@@ -119,6 +119,7 @@ def test_decider_diagram_takes_a_strategy_per_input_type_and_reports_gaps() -> N
         "BookRoom=tests.diagram.booking:REFUSED_BOOKINGS",
         "--strategy",
         "bookings.RoomHeld=tests.diagram.booking:ONE_HOLD",
+        "--gaps",
     )
     assert steered.returncode == 0, steered.stderr
     assert "AwaitingConfirmation" not in steered.stdout
@@ -126,6 +127,15 @@ def test_decider_diagram_takes_a_strategy_per_input_type_and_reports_gaps() -> N
         "decider: diagram: not explored: Holding: no RoomHeld accepted (1 drawn; the last "
         "raised ValueError: a hold lasts 5 to 15 minutes)"
     ) in steered.stderr.splitlines()
+    counted = _decider(
+        "diagram",
+        "tests.diagram.booking:app",
+        "Booking",
+        "--strategy",
+        "bookings.RoomHeld=tests.diagram.booking:ONE_HOLD",
+    )
+    assert "not explored" not in counted.stderr
+    assert "(--gaps lists them, with the exception)" in counted.stderr
     wrong = _decider(
         "diagram",
         "tests.diagram.booking:app",
