@@ -34,7 +34,7 @@ from typing import Any, TypeAlias
 
 import attrs
 
-from decider._describe import describe
+from decider._describe import describe, format_traceback
 from decider._stored_types import (
     BEGAN,
     COMMAND_KINDS,
@@ -79,6 +79,7 @@ __all__ = [
     "Timer",
     "describe",
     "describe_fields",
+    "format_traceback",
     "event_kind",
     "kind_prefixes",
     "lifecycle_of_type",

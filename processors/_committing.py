@@ -31,7 +31,7 @@ from decider.codec import describe
 from decider.processors import logs, streams, telemetry
 from decider.processors._values import Context, Outcome, Unit
 from decider.processors.errors import ConflictsExhausted
-from decider.processors.failures import PERMANENT, ErrorLog
+from decider.processors.failures import PERMANENT, ErrorLog, traceback_of, user_exception
 from decider.processors.messages import InputSkipped
 from decider.processors.sharing import LeaseNotHeld
 from decider.stores.errors import StoreUnavailable, WrongExpectedVersion
@@ -160,7 +160,7 @@ class Committing(abc.ABC):
                 if source is None:
                     raise
                 reason = f"the store rejected what it led to: {describe(exc)}"
-                self.commit(Outcome([self.skip(source, reason)], source.position))
+                self.commit(Outcome([self.skip(source, reason, exc)], source.position))
                 return
         assert conflict is not None
         raise ConflictsExhausted(conflict.stream, MAX_CONFLICT_RETRIES)
@@ -239,8 +239,11 @@ class Committing(abc.ABC):
         for done in outcome.on_commit:
             done()
 
-    def skip(self, event: RecordedEvent, reason: str) -> StreamAppend:
-        """Record that ``event`` is skipped (poison), as an append for the batch's commit."""
+    def skip(
+        self, event: RecordedEvent, reason: str, cause: BaseException | None = None
+    ) -> StreamAppend:
+        """Record that ``event`` is skipped (poison), as an append for the batch's commit;
+        ``cause``: the exception that made it one, its traceback logged and kept (bounded)."""
         shown_type = _printable(event.type, 200)
         shown_reason = _printable(reason, 1000)
         self.engine_log.warning(
@@ -256,6 +259,7 @@ class Committing(abc.ABC):
                 "event_type": shown_type,
                 "event_id": str(event.id),
             },
+            exc_info=None if cause is None else user_exception(cause),
         )
         self.skipped += 1
         stream = streams.skipped_stream(self.name)
@@ -267,6 +271,7 @@ class Committing(abc.ABC):
             position=event.position,
             event_type=shown_type,
             event_id=str(event.id),
+            traceback=traceback_of(cause),
         )
         return StreamAppend(stream, [self.derived(stream, str(event.id), record)], ANY)
 

@@ -16,6 +16,7 @@ from decider import Metadata
 from decider.processors import decoding, logs, streams
 from decider.processors.app import App
 from decider.processors.base import Skip
+from decider.processors.failures import traceback_of
 from decider.processors.messages import (
     COMMAND_FAILED,
     CommandFailed,
@@ -60,8 +61,10 @@ class Parking:
         reason: str,
         attempts: int,
         round_key: str,
+        exception: BaseException | None = None,
     ) -> list[StreamAppend]:
-        """The appends that park the command ``event`` holds (and feed its failure back)."""
+        """The appends that park the command ``event`` holds (and feed its failure back);
+        ``exception``: what the handler raised, its traceback logged and kept with the record."""
         command_id = str(event.id)
         self._log.error(
             "%s parks %s %s after %d attempt(s): %s",
@@ -77,6 +80,7 @@ class Parking:
                 "position": event.position,
                 "attempt": attempts,
             },
+            exc_info=exception,
         )
         cause = park_cause(command_id, round_key)
         parked = CommandParked(
@@ -86,6 +90,7 @@ class Parking:
             revision=event.revision,
             reason=reason,
             attempts=attempts,
+            traceback=traceback_of(exception),
         )
         record = self._derived(
             self.ledger, cause, parked, correlation_id=correlation_id, causation_id=command_id

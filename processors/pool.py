@@ -362,10 +362,10 @@ class CommandPool:
             return
         policy = job.handler.retry
         if not outcome.retryable or job.attempts >= policy.max_attempts:
-            self._conclude(job, GaveUp(outcome.reason, job.attempts))
+            self._conclude(job, GaveUp(outcome.reason, job.attempts, outcome.exception))
             return
         if not job.retry_here:
-            self._conclude(job, AttemptFailed(outcome.reason, job.attempts))
+            self._conclude(job, AttemptFailed(outcome.reason, job.attempts, outcome.exception))
             return
         delay = policy.delay(job.attempts, self._random)
         self.log.warning(

@@ -245,6 +245,16 @@ def _input_span(
         yield
 
 
+def record_exception(exc: BaseException, reason: str) -> None:
+    """Record ``exc`` (its type, message and traceback) on the current span as an exception
+    event, and mark the span as an error with ``reason`` (a no-op when nothing traces)."""
+    span = trace.get_current_span()
+    if not span.is_recording():
+        return
+    span.record_exception(exc)
+    span.set_status(StatusCode.ERROR, reason)
+
+
 def annotate(name: str, attributes: Mapping[str, Any] | None = None) -> None:
     """Add an event (a step: ``route``, ``load``, ``decide``) to the current span, and
     ``attributes`` to the span itself (a no-op when nothing traces)."""
@@ -338,6 +348,8 @@ def _handler_span(
             outcome[0] = "ok"
             if isinstance(result, HandlerFailure):
                 outcome[0] = "failed" if result.retryable else "rejected"
+                if result.exception is not None:
+                    span.record_exception(result.exception)
                 span.set_status(StatusCode.ERROR, result.reason)
 
         try:
