@@ -48,6 +48,8 @@ class ThreadConnections(Generic[C]):
         self._registry = threading.Lock()
         self._finalizers: list[weakref.finalize[Any, Any]] = []
         self._closed = False
+        self._generation = 0
+        """Bumped by :meth:`drop_all`: a thread's connection of an older one is stale."""
 
     @property
     def closed(self) -> bool:
@@ -69,8 +71,10 @@ class ThreadConnections(Generic[C]):
         if self._shared and self._pairs:
             return self._pairs[0]
         pair: Pair[C] | None = getattr(self._local, "pair", None)
-        if pair is not None:
+        if pair is not None and getattr(self._local, "generation", 0) == self._generation:
             return pair
+        self._local.pair = None  # closed by drop_all, if stale
+        generation = self._generation
         connection = self._connect()
         pair = (connection, threading.RLock())
         with self._registry:
@@ -85,6 +89,7 @@ class ThreadConnections(Generic[C]):
                 return pair
             self._pairs.append(pair)
             self._local.pair = pair
+            self._local.generation = generation
             finalizer = weakref.finalize(
                 threading.current_thread(), _forget, weakref.ref(self), pair
             )
@@ -100,6 +105,25 @@ class ThreadConnections(Generic[C]):
         if getattr(self._local, "pair", None) == pair:
             self._local.pair = None
         pair[0].close()
+
+    def drop_all(self) -> None:
+        """Close every thread's connection, each once its current use ends (this thread's at
+        once), and let each thread open a fresh one at its next :meth:`get`.
+
+        For a state that the driver shares between the connections of one process (SQLite's
+        shared memory of a WAL file, opened read-only while the file system was): it is opened
+        afresh only once every connection to the file was closed.
+        """
+        with self._registry:
+            self._generation += 1
+            pairs, self._pairs = self._pairs, []
+            finalizers, self._finalizers = self._finalizers, []
+        for finalizer in finalizers:
+            finalizer.detach()
+        self._local.pair = None
+        for connection, in_use in pairs:
+            with in_use:
+                connection.close()
 
     def close(self) -> None:
         """Close every connection, each once its current use ends; safe to call twice."""
