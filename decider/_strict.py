@@ -1,7 +1,7 @@
 """Strict structuring of JSON into messages, and its errors in plain words.
 
 :mod:`decider.codec` owns the wire format and builds its converter here: every place JSON
-becomes a message (the CLI's ``publish``, the console's actions, stored events) decodes with
+becomes a message (the CLI's ``publish``, stored events wherever they are read) decodes with
 the same rules. An unknown key, a float for an integer, a string for a number or a missing
 field is an error naming the field, never a silent change of the data; an upcaster is the way
 to accept an old shape. The rules are hooks registered once on the converter, so a decode costs
@@ -39,16 +39,18 @@ class FieldTypeError(TypeError):
 
 
 def _got(value: Any) -> str:
-    text = json.dumps(value) if isinstance(value, str | int | float | bool | None) else None
-    return text if text is not None and len(text) <= 60 else f"a JSON {_json_kind(value)}"
-
-
-def _json_kind(value: Any) -> str:
+    """A JSON value as the user wrote it, or what it is where that would be long."""
     if isinstance(value, dict):
-        return "object"
+        return "an object"
     if isinstance(value, list):
-        return "array"
-    return type(value).__name__
+        return "an array"
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError):  # not a JSON value: an upcaster put a Python object there
+        return f"a {type(value).__name__}"
+    if len(text) <= 60:
+        return text
+    return f"a string of {len(value)} characters" if isinstance(value, str) else text[:59] + "…"
 
 
 # Each hook also serves the type's subclasses (an IntEnum, a StrEnum): it checks the JSON

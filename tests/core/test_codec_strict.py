@@ -145,3 +145,13 @@ def test_an_upcaster_still_accepts_an_old_shape() -> None:
     decoded = upcasting.decode_message("hotel.BookingRequested.v1", json.dumps(old).encode())
 
     assert decoded == BookingRequested(hotel="Ritz", nights=1, price=1.0, room=Room.SINGLE)
+
+
+@pytest.mark.parametrize(
+    ("nights", "got"),
+    [({"n": 1}, "an object"), ([1], "an array"), ("x" * 100, "a string of 100 characters")],
+)
+def test_a_value_of_the_wrong_shape_is_named_by_what_it_is(nights: object, got: str) -> None:
+    reason = _reason("hotel.BookingRequested", {**GOOD, "nights": nights})
+
+    assert reason == f"nights: expected an integer, got {got}"
