@@ -8,6 +8,7 @@ import logging
 import sqlite3
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -22,6 +23,7 @@ from decider.stores import (
     StoreError,
     StoreUnavailable,
 )
+from decider.stores._connections import ThreadConnections
 from decider.stores.contract import new_events
 from decider.stores.sqlite import SqliteEventStore, _store_error
 from samples.traffic_fine.app import app as fines
@@ -222,3 +224,30 @@ def test_a_service_started_on_a_read_only_mount_recovers_once_it_is_writable(
                 )
         finally:
             store.close()
+
+
+def test_two_threads_that_drop_every_connection_at_once_do_not_wait_on_each_other(
+    tmp_path: Path,
+) -> None:
+    """Two threads whose writes are refused as read-only at the same moment each drop every
+    connection while holding their own: neither waits for the other's."""
+    connections = ThreadConnections(
+        lambda: sqlite3.connect(tmp_path / "e.db", check_same_thread=False),
+        lambda: StoreError("closed"),
+    )
+    both = threading.Barrier(2, timeout=10)
+
+    def refused() -> sqlite3.Connection:
+        connection, in_use = connections.get()
+        with in_use:
+            both.wait()  # each holds its own connection while the other drops them all
+            connections.drop_all()
+        fresh, _ = connections.get()
+        assert fresh is not connection
+        return fresh
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        done = [pool.submit(refused) for _ in range(2)]
+        fresh = [future.result(timeout=20) for future in done]
+    assert all(c.execute("SELECT 1").fetchone() == (1,) for c in fresh)
+    connections.close()
