@@ -34,10 +34,11 @@ ALL_FIGURES: tuple[str, ...] = (
     "snapshots",
     "state",
     "scaleout",
+    "alone",
 )
 """The names of the benchmark groups, in the order they run."""
 
-_USE_POSTGRES = ("append", "e2e", "scaleout")
+_USE_POSTGRES = ("append", "e2e", "scaleout", "alone")
 
 
 @attrs.frozen
@@ -77,6 +78,8 @@ class Sizes:
     scaleout_failover_n: int = 3_000
     scaleout_growth: tuple[int, int] = (5_000, 50_000)
     """Figure 9, growth: one process at the small and the large N."""
+    alone: int = 300
+    """Figure 10: workflows (and requests) one at a time, per store and place."""
 
 
 QUICK = Sizes(
@@ -107,6 +110,7 @@ QUICK = Sizes(
     scaleout_n=200,
     scaleout_failover_n=300,
     scaleout_growth=(200, 600),
+    alone=20,
 )
 """The smoke-test sizes: every path runs, in seconds."""
 
@@ -318,6 +322,24 @@ def _run_group(
             return snapshots.measure(sizes.snapshot_lengths, sizes.snapshot_cold_starts)
 
         return _pending_on_import_error("snapshots", "7. cold load with snapshots", snapshots)
+
+    if group == "alone":
+
+        def alone() -> list[Result]:
+            from benchmarks import alone
+
+            stores = ("memory", "sqlite") + (("postgres",) if pg_uri is not None else ())
+            return alone.measure(
+                stores,
+                sizes.alone,
+                sizes.e2e_timeout,
+                lambda: _raw_rate(earlier, sizes),
+                None if pg_uri is None else (lambda: _pg_raw_rate(earlier, sizes, pg_uri)),
+                pg_uri,
+                say,
+            )
+
+        return _pending_on_import_error("alone", "10. one at a time", alone)
 
     if group == "state":
 

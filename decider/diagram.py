@@ -7,7 +7,16 @@ drawn with a fixed seed, so the same code always gives the same diagram) through
 :func:`decider.handle`, and records every transition between state *types*: the edge label is
 the input type and the kinds of command decided (``PoliceReportPublished /
 Send(GenerateTrafficFineSystemNumber)``). An instance that reaches a terminal lifecycle status
-(any status but not started and running) marks its state as terminal.
+(any status but not started and running) marks its state as terminal, with each way it was seen
+to end there: a state that instances reach by ``Complete`` and by ``Fail`` ends as
+``completed`` and as ``failed``, and both are drawn.
+
+Exploration keeps drawing inputs until every input type was accepted in every state type it
+reached (or the inputs drawn, or the ``budget`` of calls, run out). An input that ``decide``
+rejects by raising (a command it builds refusing its arguments included) is dropped, not drawn.
+What it could not do is reported on the diagram (:attr:`Diagram.gaps`): each input type no
+value of which a reached state accepted, with the exception the last one raised, and whether
+the budget ran out.
 
 :func:`path` gives the transitions one recorded history took, :func:`observed` counts those of
 many histories, and :func:`path_classes` styles a diagram's states as past, current, future or
@@ -16,8 +25,9 @@ error for one instance. :func:`to_mermaid` writes any of them as a Mermaid
 
 WARNING: exploration finds what the generated inputs reach. A transition behind a condition
 that random values rarely meet (an id equal to one in the state, a string with a given value)
-may be missing; :func:`explore` is bounded (``examples`` inputs per type, ``max_per_state``
-distinct states per state type), never exhaustive.
+may be missing; :func:`explore` is bounded (``draws`` inputs per type, ``max_per_state``
+distinct states per state type, ``budget`` calls of ``decide``), never exhaustive. Give it a
+strategy for an input type (``strategies``) to steer the values it draws.
 
 hypothesis is imported when :func:`explore` runs (the ``testing`` or ``console`` extra).
 """
@@ -26,7 +36,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import attrs
 
@@ -40,7 +50,9 @@ __all__ = [
     "MERMAID_STYLES",
     "PAST",
     "Diagram",
+    "Gap",
     "Transition",
+    "end_kinds",
     "explore",
     "label",
     "observed",
@@ -64,7 +76,12 @@ _IMPERATIVE = {
     "Replied": "Reply",
     "Scheduled": "Schedule",
     "Completed": "Complete",
+    "Failed": "Fail",
+    "Cancelled": "Cancel",
 }
+_ERROR_CHARS = 300
+# The order end kinds are listed in.
+_ENDS = tuple(status.value for status in Lifecycle if status not in _LIVE)
 
 PAST = "past"
 """The class :func:`path_classes` gives a state the instance went through."""
@@ -94,20 +111,44 @@ class Transition:
 
 
 @attrs.frozen
+class Gap:
+    """What exploring could not do: no drawn value of ``input_type`` was accepted in a state
+    of type ``state`` (``tried`` values were; ``error`` is what the last one raised), or, with
+    ``state`` empty, no value of ``input_type`` could be drawn at all."""
+
+    state: str
+    input_type: str
+    tried: int
+    error: str
+
+    def __str__(self) -> str:
+        if not self.state:
+            return f"no {self.input_type} could be drawn: {self.error}"
+        return (
+            f"{self.state}: no {self.input_type} accepted ({self.tried} drawn; "
+            f"the last raised {self.error})"
+        )
+
+
+@attrs.frozen
 class Diagram:
     """A workflow's state types and transitions.
 
     ``states`` in the order they were found, ``initial`` first; ``terminals`` maps each state
-    type an instance ended in to the lifecycle status it ended with (``completed``...);
-    ``counts`` (observed diagrams only) says how often each transition was taken.
+    type an instance ended in to every lifecycle status it ended with there, in the order
+    ``completed``, ``failed``, ``cancelled``; ``counts`` (observed diagrams only) says how
+    often each transition was taken. An explored diagram says what exploring could not do:
+    ``gaps``, and ``exhausted`` if its budget ran out before it was done.
     """
 
     workflow: str
     initial: str
     states: tuple[str, ...]
     transitions: tuple[Transition, ...]
-    terminals: Mapping[str, str]
+    terminals: Mapping[str, tuple[str, ...]]
     counts: Mapping[Transition, int] = attrs.field(factory=dict)
+    gaps: tuple[Gap, ...] = ()
+    exhausted: bool = False
 
     def edges(self) -> set[tuple[str, str]]:
         """The ``(source, target)`` pairs of the transitions, labels aside."""
@@ -151,24 +192,39 @@ class _Builder:
         self.initial = initial
         self.states: dict[str, None] = {initial: None}
         self.transitions: dict[Transition, int] = {}
-        self.terminals: dict[str, str] = {}
+        self.terminals: dict[str, set[str]] = {}
 
     def add(self, transition: Transition, status: Lifecycle) -> None:
         self.states.setdefault(transition.source)
         self.states.setdefault(transition.target)
         self.transitions[transition] = self.transitions.get(transition, 0) + 1
-        if status not in _LIVE:
-            self.terminals.setdefault(transition.target, status.value)
+        self.end(transition.target, status)
 
-    def build(self, *, counted: bool) -> Diagram:
+    def end(self, state: str, status: Lifecycle) -> None:
+        if status not in _LIVE:
+            self.terminals.setdefault(state, set()).add(status.value)
+
+    def build(self, *, counted: bool, gaps: Sequence[Gap] = (), exhausted: bool = False) -> Diagram:
         return Diagram(
             workflow=self.workflow,
             initial=self.initial,
             states=tuple(self.states),
             transitions=tuple(self.transitions),
-            terminals=dict(self.terminals),
+            terminals={name: end_kinds(kinds) for name, kinds in self.terminals.items()},
             counts=dict(self.transitions) if counted else {},
+            gaps=tuple(gaps),
+            exhausted=exhausted,
         )
+
+
+def end_kinds(kinds: Iterable[str]) -> tuple[str, ...]:
+    """Lifecycle status values as a diagram lists them: completed, failed, cancelled.
+
+    >>> end_kinds({"cancelled", "completed"})
+    ('completed', 'cancelled')
+    """
+    found = set(kinds)
+    return tuple(kind for kind in _ENDS if kind in found) + tuple(sorted(found - set(_ENDS)))
 
 
 def explore(
@@ -176,36 +232,141 @@ def explore(
     input_types: Iterable[type[Any]],
     *,
     seed: int = 0,
-    examples: int = 30,
+    examples: int = 200,
     max_per_state: int = 8,
+    budget: int = 200_000,
+    strategies: Mapping[type[Any], Any] | None = None,
 ) -> Diagram:
     """The state diagram reachable from ``workflow.initial_state`` with generated inputs.
 
-    For each input type, ``examples`` values are drawn once from
-    :func:`decider.testing.strategy_for` with the given ``seed``. A breadth-first search then
-    handles every value in every state reached (up to ``max_per_state`` distinct states of one
-    type are explored further); an input ``decide`` rejects (raises) makes no transition.
+    For each input type, up to ``examples`` distinct values are drawn once, with the given
+    ``seed``, from ``strategies[type]`` (a hypothesis strategy) where given, else from
+    :func:`decider.testing.strategy_for`. A breadth-first search then handles every value in
+    every state reached (up to ``max_per_state`` distinct states of one type are explored
+    further), at most ``budget`` times in all. Where a state type refused an input type in
+    every state of it explored, up to ``32 * max_per_state`` more states of that type are tried
+    with a few values of that type: a state may refuse for what it holds. An input ``decide``
+    rejects (raises, a command it builds refusing its arguments included) makes no transition:
+    it is dropped, and exploring goes on with the next value. ``decide`` runs as under
+    ``on_error="skip"``, so a rejected input never shows as a failure.
+
+    The result reports what could not be done (:attr:`Diagram.gaps`, :attr:`Diagram.exhausted`).
     Deterministic: the same workflow, types and arguments give the same diagram.
     """
-    pools = [_examples(cls, examples, seed) for cls in input_types]
-    builder = _Builder(workflow.name, state_name(workflow.initial_state))
+    if workflow.on_error != "skip":
+        workflow = attrs.evolve(workflow, on_error="skip")
+    chosen = dict(strategies or {})
+    pools: list[tuple[str, list[Any]]] = []
+    gaps: list[Gap] = []
+    for cls in input_types:
+        try:
+            pools.append((cls.__name__, _examples(cls, examples, seed, chosen.get(cls))))
+        except ImportError:
+            raise
+        except Exception as exc:  # a type hypothesis cannot draw: reported, the rest explored
+            gaps.append(Gap("", cls.__name__, 0, _error_text(exc)))
+    search = _Search(workflow, pools, budget)
     seen: dict[str, list[Instance[S]]] = {}
+    reserve: dict[str, list[Instance[S]]] = {}
     queue: deque[Instance[S]] = deque([start(workflow)])
-    while queue:
-        instance = queue.popleft()
+    while not search.exhausted:
+        if queue:
+            instance, only = queue.popleft(), None
+        else:
+            # Every state found was explored. A state type where an input type was never
+            # accepted may refuse it for what the state holds: try more states of that type.
+            picked = _refused_here(reserve, search)
+            if picked is None:
+                break
+            instance, only = picked
+        for after in search.step(instance, only):
+            target = state_name(after.state)
+            if _is_new(seen, target, after, max_per_state):
+                queue.append(after)
+            elif not _known(seen, target, after):
+                _is_new(reserve, target, after, max_per_state * _RESERVE)  # kept for later
+    gaps += search.gaps()
+    return search.builder.build(counted=False, gaps=gaps, exhausted=search.exhausted)
+
+
+_RESERVE = 32
+"""States of one type kept in reserve: this many times ``max_per_state``."""
+_RESERVE_DRAWS = 25
+"""Values of an input type tried on a state from the reserve."""
+
+
+class _Search(Generic[I, S, O]):
+    """Handles drawn inputs in states, recording transitions, what each state type accepted,
+    and what refused inputs raised, within a budget of calls."""
+
+    def __init__(
+        self, workflow: Workflow[I, S, O], pools: list[tuple[str, list[Any]]], budget: int
+    ) -> None:
+        self.workflow = workflow
+        self.pools = pools
+        self.budget = budget
+        self.calls = 0
+        self.exhausted = False
+        self.builder = _Builder(workflow.name, state_name(workflow.initial_state))
+        self.tried: dict[tuple[str, str], int] = {}
+        self.accepted: set[tuple[str, str]] = set()
+        self.errors: dict[tuple[str, str], str] = {}
+
+    def step(self, instance: Instance[S], only: set[str] | None) -> list[Instance[S]]:
+        """Every drawn value of every input type (of ``only``, a few values each) handled in
+        ``instance``; the live instances it led to."""
         source = state_name(instance.state)
-        for pool in pools:
-            for value in pool:
+        found: list[Instance[S]] = []
+        for type_name, pool in self.pools:
+            if only is not None and type_name not in only:
+                continue
+            key = (source, type_name)
+            for value in pool if only is None else pool[:_RESERVE_DRAWS]:
+                if self.calls == self.budget:
+                    self.exhausted = True
+                    return found
+                self.calls += 1
+                self.tried[key] = self.tried.get(key, 0) + 1
                 try:
-                    events = handle(workflow, instance, value)
-                    after = advance(workflow, instance, events)
-                except Exception:
-                    continue  # decide (or evolve) rejects this input here: no transition
+                    events = handle(self.workflow, instance, value)
+                    after = advance(self.workflow, instance, events)
+                except Exception as exc:
+                    self.errors[key] = _error_text(exc)  # refused here: dropped, no transition
+                    continue
+                self.accepted.add(key)
                 target = state_name(after.state)
-                builder.add(Transition(source, target, label(value, events)), after.status)
-                if after.status in _LIVE and _is_new(seen, target, after, max_per_state):
-                    queue.append(after)
-    return builder.build(counted=False)
+                self.builder.add(Transition(source, target, label(value, events)), after.status)
+                if after.status in _LIVE:
+                    found.append(after)
+        return found
+
+    def refused(self, state: str) -> set[str]:
+        """The input types tried in states of type ``state`` and never accepted there."""
+        return {t for (s, t) in self.tried if s == state and (s, t) not in self.accepted}
+
+    def gaps(self) -> list[Gap]:
+        """Every (state type, input type) tried and never accepted, with the last error."""
+        return [
+            Gap(state, type_name, count, self.errors.get((state, type_name), "nothing"))
+            for (state, type_name), count in self.tried.items()
+            if (state, type_name) not in self.accepted
+        ]
+
+
+def _refused_here(
+    reserve: dict[str, list[Instance[S]]], search: _Search[Any, S, Any]
+) -> tuple[Instance[S], set[str]] | None:
+    """A state from the reserve of a type that refused some input type, and those types."""
+    for name, kept in reserve.items():
+        refused = search.refused(name)
+        if kept and refused:
+            return kept.pop(0), refused
+    return None
+
+
+def _known(seen: dict[str, list[Instance[S]]], name: str, instance: Instance[S]) -> bool:
+    key = (instance.state, instance.status)
+    return any((other.state, other.status) == key for other in seen.get(name, ()))
 
 
 def _is_new(
@@ -221,8 +382,9 @@ def _is_new(
     return True
 
 
-def _examples(cls: type[Any], count: int, seed: int) -> list[Any]:
-    """``count`` values of ``cls`` at most, drawn by hypothesis from a fixed seed, distinct."""
+def _examples(cls: type[Any], count: int, seed: int, strategy: Any = None) -> list[Any]:
+    """``count`` values of ``cls`` at most, drawn by hypothesis from a fixed seed, distinct:
+    from ``strategy`` if given, else from :func:`decider.testing.strategy_for`."""
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import seed as fixed_seed
 
@@ -238,13 +400,21 @@ def _examples(cls: type[Any], count: int, seed: int) -> list[Any]:
         phases=[Phase.generate],
         suppress_health_check=list(HealthCheck),
     )
-    @given(strategy_for(cls))
+    @given(strategy if strategy is not None else strategy_for(cls))
     def collect(value: Any) -> None:
         if value not in found:
             found.append(value)
 
     collect()
     return found
+
+
+def _error_text(exc: BaseException) -> str:
+    """An exception as a gap names it: ``KeyError: 'x'``."""
+    text = str(exc)
+    if len(text) > _ERROR_CHARS:
+        text = text[: _ERROR_CHARS - 1] + "\u2026"
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def path(workflow: Workflow[I, S, O], history: Iterable[WorkflowEvent[I, O]]) -> list[Transition]:
@@ -304,8 +474,7 @@ def observed(
         for step in path(workflow, history):
             builder.add(step, Lifecycle.RUNNING)
         instance = advance(workflow, instance, history)
-        if instance.status not in _LIVE:
-            builder.terminals.setdefault(state_name(instance.state), instance.status.value)
+        builder.end(state_name(instance.state), instance.status)
     return builder.build(counted=True)
 
 
@@ -346,14 +515,17 @@ def path_classes(diagram: Diagram, steps: Sequence[Transition], *, error: bool) 
 def to_mermaid(diagram: Diagram, classes: Mapping[str, str] | None = None) -> str:
     """The diagram as Mermaid ``stateDiagram-v2`` text; ``classes`` styles states by class.
 
-    An observed diagram's labels end with the count, e.g. ``(12)``.
+    An observed diagram's labels end with the count, e.g. ``(12)``. A terminal state has one
+    end arrow per way instances end there, labelled with the status (``completed``,
+    ``failed``, ``cancelled``).
 
     >>> go = Transition("A", "B", "Go / Complete")
-    >>> print(to_mermaid(Diagram("W", "A", ("A", "B"), (go,), {"B": "completed"})))
+    >>> print(to_mermaid(Diagram("W", "A", ("A", "B"), (go,), {"B": ("completed", "failed")})))
     stateDiagram-v2
         [*] --> A
         A --> B : Go / Complete
-        B --> [*]
+        B --> [*] : completed
+        B --> [*] : failed
     """
     ids = _ids(diagram.states)
     lines = ["stateDiagram-v2"]
@@ -367,7 +539,11 @@ def to_mermaid(diagram: Diagram, classes: Mapping[str, str] | None = None) -> st
         count = diagram.counts.get(t)
         text = _mermaid_text(t.label) + (f" ({count})" if count is not None else "")
         lines.append(f"    {ids[t.source]} --> {ids[t.target]} : {text}")
-    lines += [f"    {ids[name]} --> [*]" for name in diagram.states if name in diagram.terminals]
+    lines += [
+        f"    {ids[name]} --> [*] : {kind}"
+        for name in diagram.states
+        for kind in diagram.terminals.get(name, ())
+    ]
     if classes:
         used = sorted(set(classes.values()))
         lines += [f"    classDef {c} {MERMAID_STYLES[c]}" for c in used if c in MERMAID_STYLES]

@@ -20,6 +20,7 @@ from decider.processors.clock import Clock, FakeClock, Signal, SystemClock
 from decider.processors.errors import (
     AppDefinitionError,
     ConflictsExhausted,
+    InstanceEnded,
     InvalidStreamName,
     NotParked,
     ProcessorDied,
@@ -66,6 +67,7 @@ __all__ = [
     "HandlerStatus",
     "HistoryEntry",
     "InputSkipped",
+    "InstanceEnded",
     "InstanceStatus",
     "InstanceView",
     "InvalidStreamName",

@@ -185,9 +185,9 @@ class Processor(Committing):
                 timeout = self.poll_timeout()
                 item = subscription.poll(timeout)
                 if item is None:
-                    if timeout is None or subscription.stopped:
+                    if subscription.stopped:
                         return
-                    self.tick()
+                    self.tick()  # timed out, or woken (:meth:`wake`) for work of its own
                     continue
                 batch: list[RecordedEvent] = []
                 while item is not None:
@@ -209,6 +209,14 @@ class Processor(Committing):
         with self._lock:
             if self._subscription is not None:
                 self._subscription.stop()
+
+    def wake(self) -> None:
+        """Make the thread's wait for input return at once (or its next wait, if it is busy)
+        and call :meth:`tick`: work that concluded off the thread is ready to commit. Safe from
+        any thread; a policy whose work concludes elsewhere calls it instead of polling."""
+        subscription = self._subscription
+        if subscription is not None:
+            subscription.wake()
 
     # -- in a group ---------------------------------------------------------------------------
 
@@ -282,12 +290,13 @@ class Processor(Committing):
         return self.committed
 
     def poll_timeout(self) -> float | None:
-        """How long to wait for the next input before :meth:`tick` (``None``: until one comes)."""
+        """How long to wait for the next input before :meth:`tick` (``None``: until one comes,
+        or :meth:`wake`)."""
         return None
 
     def tick(self) -> None:  # a hook: most processors wait for inputs only
-        """Called when no input came within :meth:`poll_timeout`: commit work concluded since
-        (a policy whose work concludes off the processor's thread)."""
+        """Called when no input came within :meth:`poll_timeout`, or after :meth:`wake`: commit
+        work concluded since (a policy whose work concludes off the processor's thread)."""
 
     def has_due_work(self) -> bool:
         """Whether work is in hand that does not show in the store (a due timer)."""

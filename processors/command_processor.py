@@ -16,9 +16,10 @@ It follows the ``Sent:``, ``Published:`` and ``Replied:`` events of the app's in
 Routed, published and replied messages are copied byte for byte: nothing is decoded.
 A ``decider.ParkedCommandRetried`` in the app's ledger re-runs the parked command.
 
-Outcomes are committed as commands conclude, a few at a time (every :data:`GROUP_COUNT`
-conclusions or :data:`GROUP_SECONDS`), and the checkpoint is the low-water mark
-(:mod:`decider.processors.watermark`): it never passes a command still in hand. On a
+Outcomes are committed as commands conclude, with no linger: a conclusion wakes the processor's
+thread, which commits at once everything that concluded while its previous commit was in
+flight (one outcome when traffic is light, many under load), and the checkpoint is the
+low-water mark (:mod:`decider.processors.watermark`): it never passes a command still in hand. On a
 :class:`~decider.stores.protocol.TransactionalStore` the outcomes and the checkpoint are one
 transaction; outcomes committed past the mark are remembered (a second checkpoint, the
 *concluded mark*), and the replay guard (:mod:`decider.processors.replay`) keeps those commands
@@ -66,11 +67,9 @@ from decider.stores.protocol import (
     StreamAppend,
 )
 
-GROUP_COUNT = 100
-"""Commit concluded commands once this many are waiting..."""
-
-GROUP_SECONDS = 0.005
-"""... or once the oldest has waited this long."""
+BACK_PRESSURE_WAIT = 0.1
+"""While too many commands are in hand: the longest wait for one to conclude before the stop
+signal is looked at again (a conclusion ends the wait at once)."""
 
 STOP_GRACE = 10.0
 """How long a stop waits for the handler calls in hand (their commands run again later if they
@@ -95,7 +94,7 @@ class CommandProcessor(Processor):
         self.filter = decoding.command_filter(app.workflows, self.ledger, RETRIED)
         self.replay = ReplayGuard(context.store, self.ledger, transactional=self._transactional)
         self.pool = CommandPool(self.name, app.pool_size, context.clock, context.logger)
-        self.marks = Lanes()
+        self.marks = Lanes(self.wake)
         self.max_open = max(256, 8 * app.pool_size)
         """How many commands may be in hand before the processor stops reading ahead."""
         self.stop_grace = STOP_GRACE
@@ -197,7 +196,7 @@ class CommandProcessor(Processor):
         if grace is not None:
             self.pool.pause()
             deadline = time.monotonic() + grace
-            if not self.pool.wait_calls(deadline, self._flush_if_due):
+            if not self.pool.wait_calls(deadline, self._flush_ready):
                 self.log.warning(
                     "%s: %d handler call(s) still running after %.1fs; their commands will be "
                     "carried out again on the next start",
@@ -225,21 +224,17 @@ class CommandProcessor(Processor):
         return self.committed
 
     def poll_timeout(self) -> float | None:
-        """While commands are in hand, wake every few ms to commit those that concluded; in a
-        group, while a held partition's checkpoint is behind what was read, once a second."""
-        if not self.marks.idle():
-            return GROUP_SECONDS
-        if self.share.behind(self._settled):
+        """No timer while commands are in hand (each conclusion wakes the thread); in a group,
+        while a held partition's checkpoint is behind what was read, once a second."""
+        if self.marks.idle() and self.share.behind(self._settled):
             return IDLE_CHECKPOINT_EVERY
         return None
 
     def tick(self) -> None:
-        """Commit what concluded, if enough did or it waited long enough (in a group, with
+        """Woken by a conclusion (or the idle timer): commit what concluded (in a group, with
         nothing in hand: move the checkpoints of idle partitions on)."""
-        if self.marks.idle() and self.share.behind(self._settled):
+        if self.marks.ready() or (self.marks.idle() and self.share.behind(self._settled)):
             self.flush()
-        else:
-            self._flush_if_due()
 
     # -- the policy -------------------------------------------------------------------------
 
@@ -250,13 +245,11 @@ class CommandProcessor(Processor):
         return Outcome(taken.appends, taken.mark)
 
     def process(self, batch: Sequence[RecordedEvent]) -> None:
-        """Dispatch ``batch``; commit what concluded if all of it did (quick handlers: one
-        transaction for the batch), or if it is due."""
+        """Dispatch ``batch``, then commit at once whatever concluded meanwhile (copies and
+        parks: the whole batch in one transaction; handled commands: those done so far)."""
         self.dispatch(batch)
-        if self.marks.open == 0:
+        if self.marks.open == 0 or self.marks.ready():
             self.flush()
-        else:
-            self._flush_if_due()
 
     def dispatch(self, batch: Sequence[RecordedEvent]) -> None:
         """Give each input an entry and start it: copies and parks conclude at once, handled
@@ -264,8 +257,8 @@ class CommandProcessor(Processor):
         hand."""
         for event in batch:
             while self.marks.open >= self.max_open and not self.context.stop.is_set():
-                self.marks.wait(GROUP_SECONDS)
-                self._flush_if_due()
+                self.marks.wait(BACK_PRESSURE_WAIT)  # a conclusion (or a stop) wakes it
+                self._flush_ready()
             if self.context.stop.is_set():
                 return  # the rest is left to the next run
             key = self.share.key_of(event)
@@ -320,8 +313,8 @@ class CommandProcessor(Processor):
         if wrote:
             self.context.progress()
 
-    def _flush_if_due(self) -> None:
-        if self.marks.due(GROUP_COUNT, GROUP_SECONDS):
+    def _flush_ready(self) -> None:
+        if self.marks.ready():
             self.flush()
 
     # -- one command ----------------------------------------------------------------------

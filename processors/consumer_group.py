@@ -64,7 +64,7 @@ from decider import Metadata
 from decider.processors import decoding, group_ledger, streams
 from decider.processors.app import App, HandlerRegistration
 from decider.processors.base import Context, Outcome
-from decider.processors.command_processor import _SUBMITTED, GROUP_SECONDS, CommandProcessor
+from decider.processors.command_processor import _SUBMITTED, CommandProcessor
 from decider.processors.handlers import AttemptFailed
 from decider.processors.messages import PARKED, RETRIED
 from decider.processors.pool import Conclusion, Job
@@ -79,9 +79,6 @@ from decider.stores.consumer_groups import (
 )
 from decider.stores.errors import StoreError, StoreUnavailable
 from decider.stores.protocol import RecordedEvent, StreamAppend
-
-IDLE_POLL = 0.1
-"""How often a consumer with nothing in hand looks at the stop signal (seconds)."""
 
 
 @attrs.define(eq=False)
@@ -189,7 +186,7 @@ class ConsumerGroupCommandProcessor(CommandProcessor):
         self.log.info("%s joined consumer group %r", self.name, self.group_name)
         try:
             while not self.context.stop.is_set():
-                delivery = reader.poll(GROUP_SECONDS if self._open else IDLE_POLL)
+                delivery = reader.poll(self._until_due())
                 if delivery is None:
                     if reader.stopped:
                         return
@@ -276,8 +273,20 @@ class ConsumerGroupCommandProcessor(CommandProcessor):
         """Wake the thread; with nothing in hand, disconnect at once."""
         with self._lock:
             reader = self._reader
-        if reader is not None and not self._open:
+        if reader is None:
+            return
+        if self._open:
+            reader.wake()  # it answers what concluded, then leaves
+        else:
             reader.stop()
+
+    def _until_due(self) -> float | None:
+        """How long the thread may wait for a delivery: until the first answer held back by a
+        retry's back-off is due (``None``: until a delivery, a conclusion or a stop wakes it)."""
+        with self._answer_lock:
+            if not self._ready:
+                return None
+            return max(0.0, self._ready[0][0] - time.monotonic())
 
     # -- idleness -------------------------------------------------------------------------
 
@@ -426,6 +435,10 @@ class ConsumerGroupCommandProcessor(CommandProcessor):
         hand.due = time.monotonic() + delay
         with self._answer_lock:
             heapq.heappush(self._ready, (hand.due, next(self._tickets), hand))
+        with self._lock:
+            reader = self._reader
+        if reader is not None:
+            reader.wake()  # answer now (or set the timer for a held-back retry)
 
     def _answer_due(self, everything: bool = False) -> None:
         """Store the outcomes that are due (one commit), then answer their deliveries."""

@@ -5,6 +5,7 @@
     ProcessorError
     ├── AppDefinitionError     an App registered wrongly (duplicate workflow, handler, bad type)
     ├── NotParked              retry_parked of a command that is not parked
+    ├── InstanceEnded          retry_parked of a command whose workflow instance has ended
     ├── ConflictsExhausted     an instance kept changing under the processor; it will resume
     ├── InvalidStreamName      a stream name built from data that no store can hold
     ├── ProcessorDied          a processor's thread ended while the service was running
@@ -31,6 +32,21 @@ class NotParked(ProcessorError, LookupError):
         self.app = app
         self.command_id = command_id
         super().__init__(f"command {command_id!r} is not parked in app {app!r}")
+
+
+class InstanceEnded(ProcessorError):
+    """A parked command's workflow instance has ended (completed, failed or cancelled): a retry
+    would carry the command out for an instance that no longer takes its result."""
+
+    def __init__(self, command_id: str, command_type: str, stream: str, status: str) -> None:
+        self.command_id = command_id
+        self.command_type = command_type
+        self.stream = stream
+        self.status = status
+        super().__init__(
+            f"command {command_id!r} ({command_type}) belongs to instance {stream!r}, which has "
+            f"ended ({status}): carried out now, its result would be recorded as Ignored"
+        )
 
 
 class ConflictsExhausted(ProcessorError):

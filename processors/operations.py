@@ -25,8 +25,9 @@ from decider import (
     new_id,
 )
 from decider.codec import lifecycle_of_type
-from decider.processors import streams
+from decider.processors import decoding, streams
 from decider.processors.app import App
+from decider.processors.messages import PartitionCount
 from decider.processors.reading import read_all, read_stream
 from decider.processors.streams import cancel_stream
 from decider.stores.protocol import ANY, CheckpointStore, EventStore, NewEvent, RecordedEvent
@@ -46,18 +47,23 @@ __all__ = [
     "HEARTBEAT_EVERY",
     "HEARTBEAT_TTL",
     "CancelRequest",
+    "CheckpointMoved",
     "OperationError",
     "Published",
     "beat",
     "cancel_stream",
+    "check_no_service",
     "clear_heartbeat",
     "default_input_stream",
     "heartbeat_name",
     "input_types",
     "position_before",
     "processor_names",
+    "planned_reset",
     "publish_json",
+    "recorded_partitions",
     "request_cancel",
+    "Reset",
     "reset_checkpoint",
     "resolve_processor",
     "service_alive",
@@ -263,22 +269,132 @@ def position_before(store: EventStore, moment: datetime) -> int:
     return found
 
 
-def reset_checkpoint(store: EventStore, app: App, processor: str, position: int) -> int | None:
-    """Set ``processor``'s checkpoint to ``position``; returns the checkpoint it replaced.
+@attrs.frozen
+class CheckpointMoved:
+    """One checkpoint a reset wrote: its name, the position it held (``None``: none) and the
+    one it holds now."""
 
-    Raises :class:`OperationError` while a service of ``app`` is alive (see the module
-    docstring), for a store without checkpoints, or for a negative position. The processor
-    then handles again (or skips) what lies after ``position`` the next time it starts.
+    name: str
+    previous: int | None
+    position: int
+
+    def as_json(self) -> dict[str, object]:
+        """As a JSON object."""
+        return {"checkpoint": self.name, "previous": self.previous, "position": self.position}
+
+
+@attrs.frozen
+class Reset:
+    """What :func:`reset_checkpoint` did to a processor's checkpoints.
+
+    ``partitions``: the partition count the app ran with on the store (``None``: it never ran
+    partitioned there, and the processor has one checkpoint); ``partition``: the one partition
+    asked for (``None``: all); ``moved``: every checkpoint written, with what it held before
+    (empty: every checkpoint already held ``position``, nothing changed).
     """
+
+    processor: str
+    position: int
+    partitions: int | None
+    partition: int | None
+    moved: list[CheckpointMoved]
+
+    def as_json(self) -> dict[str, object]:
+        """As a JSON object."""
+        return {
+            "processor": self.processor,
+            "position": self.position,
+            "partitions": self.partitions,
+            "partition": self.partition,
+            "moved": [moved.as_json() for moved in self.moved],
+        }
+
+
+def recorded_partitions(store: EventStore, app: App) -> int | None:
+    """The partition count recorded in ``store`` for ``app`` (``None``: it never ran
+    partitioned there)."""
+    records = store.read_stream(streams.partition_count_stream(app.name), 0, 1)
+    if not records:
+        return None
+    count = decoding.decode_message(app.codec, records[0])
+    return count.partitions if isinstance(count, PartitionCount) else None
+
+
+def check_no_service(store: EventStore, app: App) -> None:
+    """:class:`OperationError` if ``store`` keeps no checkpoints or a service of ``app`` is
+    alive (see the module docstring): what :func:`reset_checkpoint` refuses, checked before an
+    operator is asked to confirm."""
     if not isinstance(store, CheckpointStore):
         raise OperationError(f"{type(store).__name__} stores no checkpoints")
-    if position < 0:
-        raise OperationError(f"a position is >= 0, got {position}")
     age = service_alive(store, app)
     if age is not None:
         raise OperationError(
             f"a service of app {app.name!r} is running (heartbeat {age:.1f}s ago); stop it first"
         )
-    previous = store.load_checkpoint(processor)
-    store.save_checkpoint(processor, position)
-    return previous
+
+
+def planned_reset(
+    store: EventStore, app: App, processor: str, position: int, partition: int | None = None
+) -> Reset:
+    """What :func:`reset_checkpoint` would write (``moved``), writing nothing.
+
+    A processor of an app that ran partitioned on ``store`` has a checkpoint per partition
+    (``<processor>.p<N>``) beside its own, and resumes each partition from the later of the
+    two: a reset moves its own checkpoint and every partition's (or with ``partition`` that
+    partition's, keeping where the others resume). Raises :class:`OperationError` for a store
+    without checkpoints, a negative position, or a partition the app did not run with.
+    """
+    if not isinstance(store, CheckpointStore):
+        raise OperationError(f"{type(store).__name__} stores no checkpoints")
+    if position < 0:
+        raise OperationError(f"a position is >= 0, got {position}")
+    count = recorded_partitions(store, app)
+    if partition is not None and (count is None or not 0 <= partition < count):
+        ran = (
+            "never ran partitioned"
+            if count is None
+            else f"ran in {count} partitions (0-{count - 1})"
+        )
+        raise OperationError(f"no partition {partition}: app {app.name!r} {ran} on this store")
+    own = store.load_checkpoint(processor)
+    targets: dict[str, int] = {}
+    if count is None:
+        targets[processor] = position
+    else:
+        names = [streams.partition_checkpoint_name(processor, n) for n in range(count)]
+        chosen = set(names) if partition is None else {names[partition]}
+        lowered = own if own is not None and own > position else None
+        if partition is None or lowered is not None:
+            targets[processor] = position
+        for name in names:
+            if name in chosen:
+                targets[name] = position
+            elif lowered is not None:
+                # Its own checkpoint resumed it (the later of the two): keep it there.
+                stored = store.load_checkpoint(name)
+                targets[name] = lowered if stored is None else max(stored, lowered)
+    moved = []
+    for name, target in targets.items():
+        previous = own if name == processor else store.load_checkpoint(name)
+        if previous != target:
+            moved.append(CheckpointMoved(name, previous, target))
+    return Reset(processor, position, count, partition, moved)
+
+
+def reset_checkpoint(
+    store: EventStore, app: App, processor: str, position: int, *, partition: int | None = None
+) -> Reset:
+    """Set ``processor``'s checkpoints to ``position`` (see :func:`planned_reset`); returns
+    what it wrote and what each checkpoint held before (``moved`` empty: nothing changed).
+
+    Raises :class:`OperationError` while a service of ``app`` is alive (see the module
+    docstring), for a store without checkpoints, a negative position or an unknown partition.
+    The processor then handles again (or skips) what lies after ``position`` the next time it
+    starts.
+    """
+    check_no_service(store, app)
+    plan = planned_reset(store, app, processor, position, partition)
+    assert isinstance(store, CheckpointStore)
+    for moved in plan.moved:
+        store.save_checkpoint(moved.name, moved.position)
+    return plan

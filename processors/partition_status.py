@@ -1,20 +1,21 @@
 """Partitions as the operator sees them: joining a group from the CLI, and ``decider status``'s
 partition listing (owner, lease expiry, checkpoint and lag per processor: each workflow
-processor, the command processor and the timer processor)."""
+processor, the command processor and the timer processor). A partition's lag counts the
+inputs of that partition only that its processor has left to do (see
+:mod:`decider.processors.progress`: a timer not due yet is not counted)."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import attrs
 
-from decider.processors import decoding, partitions, streams
+from decider.processors import partitions, progress
 from decider.processors.app import App
 from decider.processors.group import PartitionGroup
-from decider.processors.messages import RETRIED
 from decider.stores import LeaseStore
-from decider.stores.protocol import CheckpointStore, EventStore, Filter, TransactionalStore
+from decider.stores.protocol import CheckpointStore, EventStore, TransactionalStore
 
 LAG_CAP = 10_000
 """Lag is counted up to this many inputs (a larger lag shows as ``>=`` it)."""
@@ -53,7 +54,9 @@ class ProcessorLag:
     processor: str
     checkpoint: int | None
     lag: int
-    """Inputs of the processor (of every partition) after the checkpoint, up to LAG_CAP."""
+    """Inputs of this partition the processor has left to do after the checkpoint, up to
+    LAG_CAP (a timer counts once due; the command processor's may hold commands concluded
+    since its checkpoint)."""
 
 
 @attrs.frozen
@@ -75,42 +78,24 @@ def partition_rows(store: EventStore, app: App) -> list[PartitionRow]:
     if not store.read_stream(partitions.count_stream(app.name), 0, 1):
         return []
     leases = {lease.partition: lease for lease in store.leases()}
-    processors = _processors(app)
+    work: dict[int, list[ProcessorLag]] = {}
+    for row in progress.progress(store, app, datetime.now(UTC)):
+        if row.partition is not None:
+            lag = ProcessorLag(row.processor, row.checkpoint, min(row.pending, LAG_CAP))
+            work.setdefault(row.partition, []).append(lag)
     rows = []
     for number in range(app.partitions):
         lease = leases.get(partitions.lease_name(app.name, number))
-        lags = []
-        for processor, inputs in processors:
-            checkpoint = store.load_checkpoint(partitions.checkpoint_name(processor, number))
-            behind = store.read_all(checkpoint, LAG_CAP, inputs)
-            lags.append(ProcessorLag(processor, checkpoint, len(behind)))
         rows.append(
             PartitionRow(
                 number,
                 None if lease is None else lease.owner,
                 0 if lease is None else lease.epoch,
                 None if lease is None else lease.expires_at,
-                lags,
+                work.get(number, []),
             )
         )
     return rows
-
-
-def _processors(app: App) -> list[tuple[str, Filter]]:
-    """Every processor of ``app`` and the filter of its inputs."""
-    found = [
-        (streams.workflow_processor_name(app.name, name), decoding.workflow_filter(r.inputs))
-        for name, r in app.workflows.items()
-    ]
-    ledger = streams.parked_stream(app.name)
-    found.append(
-        (
-            streams.command_processor_name(app.name),
-            decoding.command_filter(app.workflows, ledger, RETRIED),
-        )
-    )
-    found.append((streams.timer_processor_name(app.name), decoding.timer_filter(app.workflows)))
-    return found
 
 
 def partition_lines(rows: list[PartitionRow]) -> list[str]:

@@ -209,7 +209,7 @@ class CommandPool:
 
     def wait_calls(self, deadline: float, tick: Callable[[], None]) -> bool:
         """Wait until no call is in flight or the monotonic ``deadline`` passes, calling
-        ``tick`` every few milliseconds; whether none is left."""
+        ``tick`` each time a call ends (woken by it, no polling); whether none is left."""
         while True:
             with self._cond:
                 if self._in_flight == 0:
@@ -217,7 +217,7 @@ class CommandPool:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return False
-                self._calls_cond.wait(min(remaining, 0.005))
+                self._calls_cond.wait(remaining)
             tick()
 
     def reset(self) -> None:

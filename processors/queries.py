@@ -15,7 +15,7 @@ from decider import Envelope, Lifecycle, Metadata, WorkflowEvent, advance, event
 from decider.codec import lifecycle_of_type
 from decider.processors import decoding, streams
 from decider.processors.app import App
-from decider.processors.errors import ConflictsExhausted, NotParked
+from decider.processors.errors import ConflictsExhausted, InstanceEnded, NotParked
 from decider.processors.messages import CommandParked, ParkedCommandRetried
 from decider.processors.reading import read_all, read_stream
 from decider.processors.state_stored import load_instance
@@ -166,10 +166,14 @@ def _parked(app: App, ledger: list[RecordedEvent]) -> list[tuple[ParkedCommand, 
     return list(parked.values())
 
 
-def retry_parked(store: EventStore, app: App, command_id: str) -> str:
+def retry_parked(store: EventStore, app: App, command_id: str, *, force: bool = False) -> str:
     """Re-queue a parked command: the command processor carries it out again.
 
-    Returns the id of the retry request. Raises :class:`~decider.processors.errors.NotParked` if the
+    Returns the id of the retry request. Raises
+    :class:`~decider.processors.errors.InstanceEnded` if the workflow instance that sent the
+    command has ended (completed, failed or cancelled), unless ``force``: carried out now, the
+    command would act (charge a card, say) for an instance that records its result as
+    ``Ignored``. :class:`~decider.processors.errors.NotParked` if the
     command is not parked now, which includes a command already re-queued (a retry request
     follows its last park), even by a concurrent call: one park is retried at most once. If it
     fails again, it is parked again (and the workflow gets another ``decider.CommandFailed``).
@@ -183,6 +187,8 @@ def retry_parked(store: EventStore, app: App, command_id: str) -> str:
         if command_id not in found:
             raise NotParked(app.name, command_id)
         command, park = found[command_id]
+        if not force:
+            check_instance_running(store, app, command)
         new = retry_request(app, command, park)
         try:
             # The ledger as read: a request written since (by another call) is seen next turn.
@@ -191,6 +197,20 @@ def retry_parked(store: EventStore, app: App, command_id: str) -> str:
             continue
         return str(new.id)
     raise ConflictsExhausted(stream, _RACES)
+
+
+def check_instance_running(store: EventStore, app: App, command: ParkedCommand) -> None:
+    """:class:`~decider.processors.errors.InstanceEnded` if ``command`` was sent by a workflow
+    instance that has ended since (a command of no instance passes)."""
+    if app.workflow_of_stream(command.stream) is None:
+        return
+    ended: Lifecycle | None = None
+    for record in read_stream(store, command.stream):
+        status = lifecycle_of_type(record.type)
+        if status is not None and status.terminal:
+            ended = status
+    if ended is not None:
+        raise InstanceEnded(command.command_id, command.command_type, command.stream, ended.value)
 
 
 def parked_now(app: App, store: EventStore) -> dict[str, tuple[ParkedCommand, RecordedEvent]]:

@@ -12,17 +12,21 @@ import random
 import attrs
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen
 class HandlerFailure:
     """Why a handler could not carry out a command, and whether trying again may help.
 
     A handler returns ``returns.result.Failure(HandlerFailure(...))`` for an expected failure;
-    a raised exception counts as ``HandlerFailure(reason=repr(exc), retryable=True)``.
+    a raised exception counts as ``HandlerFailure(reason=repr(exc), retryable=True)``. The
+    reason may be given by position, ``retryable`` only by keyword.
+
+    >>> HandlerFailure("card declined", retryable=False)
+    HandlerFailure(reason='card declined', retryable=False)
     """
 
     reason: str
-    retryable: bool = True
-    exception: BaseException | None = attrs.field(default=None, eq=False, repr=False)
+    retryable: bool = attrs.field(default=True, kw_only=True)
+    exception: BaseException | None = attrs.field(default=None, kw_only=True, eq=False, repr=False)
     """The exception the handler raised, if it raised: its traceback is kept with the park
     record, logged and recorded on the span."""
 

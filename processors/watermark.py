@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import collections
 import threading
-import time
+from collections.abc import Callable
 
 import attrs
 
@@ -57,7 +57,6 @@ class Watermark:
         self._cond = cond or threading.Condition()
         self._entries: collections.deque[Entry] = collections.deque()
         self._fresh: list[Entry] = []
-        self._since = 0.0
         self.open = 0
         """How many entries have not concluded."""
 
@@ -76,22 +75,13 @@ class Watermark:
                 return
             entry.done, entry.appends = True, appends
             self.open -= 1
-            if not self._fresh:
-                self._since = time.monotonic()
             self._fresh.append(entry)
             self._cond.notify_all()
 
-    def due(self, count: int, age: float) -> bool:
-        """Whether at least ``count`` entries concluded since the last take, or the oldest of
-        them did ``age`` seconds ago."""
+    def ready(self) -> bool:
+        """Whether an entry concluded since the last take (there is something to commit)."""
         with self._cond:
-            fresh = len(self._fresh)
-            return fresh >= count or (fresh > 0 and time.monotonic() - self._since >= age)
-
-    def fresh(self) -> tuple[int, float]:
-        """How many entries concluded since the last take, and since when (monotonic)."""
-        with self._cond:
-            return len(self._fresh), self._since
+            return bool(self._fresh)
 
     def idle(self) -> bool:
         """Whether no entry is in hand (none open, none to take)."""
@@ -134,9 +124,12 @@ class Lanes:
     """One :class:`Watermark` per key (a partition held, or one for all the work), sharing one
     condition, so the processor waits for a conclusion in any of them; thread-safe."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_conclude: Callable[[], None] = lambda: None) -> None:
         self._cond = threading.Condition()
         self._lanes: dict[int, Watermark] = {}
+        self.on_conclude = on_conclude
+        """Called (on the concluding thread, no lock held) after an entry concluded: the
+        committer's wake-up."""
 
     @property
     def open(self) -> int:
@@ -162,12 +155,14 @@ class Lanes:
         return self.lane(key).add(position)
 
     def conclude(self, entry: Entry, appends: list[StreamAppend]) -> None:
-        """``entry`` concluded, leading to ``appends`` (ignored if its lane was dropped)."""
+        """``entry`` concluded, leading to ``appends`` (ignored if its lane was dropped); then
+        :attr:`on_conclude` wakes whoever commits."""
         lane = entry.lane
         with self._cond:
             if lane is None or all(lane is not held for held in self._lanes.values()):
                 return
         lane.conclude(entry, appends)
+        self.on_conclude()
 
     def drop(self, key: int) -> None:
         """Forget ``key``'s lane (its partition is no longer held): what concludes there is
@@ -176,17 +171,10 @@ class Lanes:
             self._lanes.pop(key, None)
             self._cond.notify_all()
 
-    def due(self, count: int, age: float) -> bool:
-        """Whether at least ``count`` entries concluded since the last takes, or the oldest of
-        them did ``age`` seconds ago."""
+    def ready(self) -> bool:
+        """Whether an entry of any lane concluded since the last takes."""
         with self._cond:
-            fresh = [lane.fresh() for lane in self._lanes.values()]
-            fresh = [(number, since) for number, since in fresh if number]
-            if not fresh:
-                return False
-            if sum(number for number, _ in fresh) >= count:
-                return True
-            return time.monotonic() - min(since for _, since in fresh) >= age
+            return any(lane.ready() for lane in self._lanes.values())
 
     def idle(self) -> bool:
         """Whether no lane has an entry in hand."""

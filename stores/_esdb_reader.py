@@ -27,6 +27,7 @@ class QueuedReader(ABC, Generic[T]):
     """
 
     _END = object()
+    _WAKE = object()
     _ITEMS: ClassVar[tuple[type, ...]]
     _ENDED: ClassVar[str]
     _THREAD: ClassVar[str]
@@ -35,23 +36,48 @@ class QueuedReader(ABC, Generic[T]):
         self._queue: queue.Queue[object] = queue.Queue(_QUEUE_SIZE)
         self._stopped = threading.Event()
         self._ended = False
+        self._woken = False
+        self._marker_queued = False
 
     def _start(self) -> None:
         threading.Thread(target=self._run, name=self._THREAD, daemon=True).start()
 
     @property
     def stopped(self) -> bool:
-        """Whether :meth:`stop` was called."""
-        return self._stopped.is_set()
+        """Whether :meth:`stop` was called (or the call ended)."""
+        return self._stopped.is_set() or self._ended
+
+    def wake(self) -> None:
+        """Make a blocked :meth:`poll` (or the next, if none is blocked) return ``None`` at
+        once, without ending the call: a flag the next :meth:`poll` sees once the queue is
+        empty, and a marker on the queue for a :meth:`poll` blocked now (never more than one)."""
+        self._woken = True
+        if self._marker_queued:
+            return
+        self._marker_queued = True
+        try:
+            self._queue.put_nowait(self._WAKE)
+        except queue.Full:  # poll is not blocked: it sees the flag once it drained the queue
+            self._marker_queued = False
 
     def poll(self, timeout: float | None) -> T | None:
-        """The next item, waiting up to ``timeout`` seconds; ``None`` on timeout or once
-        stopped. An error of the call is raised here (mapped)."""
+        """The next item, waiting up to ``timeout`` seconds; ``None`` on timeout, once
+        stopped, or after :meth:`wake`. An error of the call is raised here (mapped)."""
         if self._stopped.is_set() or self._ended:
             return None
         try:
-            item = self._queue.get(timeout=timeout)
+            item = self._queue.get_nowait()
         except queue.Empty:
+            if self._woken:
+                self._woken = False
+                return None
+            try:
+                item = self._queue.get(timeout=timeout)
+            except queue.Empty:
+                return None
+        if item is self._WAKE:
+            self._marker_queued = False
+            self._woken = False
             return None
         if item is self._END or self._stopped.is_set():
             self._ended = True

@@ -3,8 +3,10 @@
 Every append sends a ``NOTIFY`` on its schema's channel when it commits. One thread per store
 (started by the first subscription) holds a connection that ``LISTEN``s on that channel, sleeps
 in ``select`` on its socket, and pokes the store's :class:`~decider.stores.subscription.LogNotifier`
-whenever something arrives; the subscriptions then read the log as usual. A notification
-carries nothing the readers rely on: it only says "look again".
+whenever something arrives from another store (its own notifications, sent by the store's
+announcer, are passed over: its subscriptions were woken when it committed); the subscriptions
+then read the log as usual. A notification carries nothing the readers rely on: it only says
+"look again".
 
 A commit can be readable later than its notification: readers read only below the oldest
 transaction still in flight (:mod:`decider.stores.postgres`, "Ordering"), which may be one that
@@ -58,8 +60,11 @@ class NotifyListener:
         notifier: LogNotifier,
         name: str,
         held_back: str,
+        *,
+        own_pid: Callable[[], int | None] = lambda: None,
     ) -> None:
         self._connect = connect
+        self._own_pid = own_pid
         self._held_back = held_back
         self._listen = pgsql.SQL("LISTEN {}").format(pgsql.Identifier(channel))
         self._notifier = notifier
@@ -112,8 +117,9 @@ class NotifyListener:
                 if wake in readable:
                     break
                 try:
-                    for _ in connection.notifies(timeout=0):
-                        pass
+                    senders = {notify.pid for notify in connection.notifies(timeout=0)}
+                    if senders and senders == {self._own_pid()}:
+                        continue  # this store's own commits: announced in-process already
                     self._notifier.notify()
                     if readable:
                         self._follow_held_back(connection)

@@ -83,6 +83,7 @@ class Statements:
 
     schema: str
     tables_exist: str
+    store_found: str
     create: str
     migrate: str
     last_revision: str
@@ -168,6 +169,11 @@ COMMIT;
                 " EXISTS (SELECT FROM pg_attribute WHERE"
                 f" attrelid = to_regclass({_literal(events)}) AND attname = 'position'"
                 " AND attidentity <> '')"
+            ),
+            # (the schema exists, its events table exists); the schema's name is a parameter
+            store_found=(
+                "SELECT EXISTS (SELECT FROM pg_namespace WHERE nspname = %s),"
+                f" to_regclass({_literal(events)}) IS NOT NULL"
             ),
             create=create,
             migrate=migrate,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
@@ -66,19 +66,25 @@ def write_transaction(
 
 
 def read_below_horizon(
-    using: Using, sql: Statements, written: int, statement: str, params: tuple[object, ...]
-) -> list[Any]:
-    """Run one read of the log once the horizon has passed transaction ``written`` (the
-    store's last write), waiting on the locks of the older write transactions still in flight
-    and looking again after a short, growing delay while another transaction keeps it back."""
+    using: Using,
+    sql: Statements,
+    written: int,
+    reads: Sequence[tuple[str, tuple[object, ...]]],
+) -> list[list[Any]]:
+    """Run ``reads`` (statements with their parameters, in order, in one round trip) once the
+    horizon has passed transaction ``written`` (the store's last write; ``0``: it has not
+    written), waiting on the locks of the older write transactions still in flight and looking
+    again after a short, growing delay while another transaction keeps it back; each read's
+    rows."""
     delay = _FIRST_DELAY
     with using() as connection:
         while True:
             with connection.pipeline() if _PIPELINE else contextlib.nullcontext():
-                connection.execute(sql.wait_older, (written,))
-                oldest = connection.execute(sql.oldest_xid)
-                rows = connection.execute(statement, params)
-            if one_row(oldest)[0] > written:
-                return rows.fetchall()
+                if written:
+                    connection.execute(sql.wait_older, (written,))
+                    oldest = connection.execute(sql.oldest_xid)
+                cursors = [connection.execute(statement, params) for statement, params in reads]
+            if not written or one_row(oldest)[0] > written:
+                return [cursor.fetchall() for cursor in cursors]
             time.sleep(delay)
             delay = min(delay * 2, _MAX_DELAY)

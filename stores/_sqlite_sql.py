@@ -50,6 +50,9 @@ READ_STREAM = (
     f"SELECT {COLUMNS} FROM events WHERE stream = ? AND revision >= ? ORDER BY revision LIMIT ?"
 )
 HEAD = "SELECT max(position) FROM events"
+WRITTEN_AFTER = (
+    "SELECT position, stream, type FROM events WHERE position > ? ORDER BY position LIMIT ?"
+)
 LOAD_CHECKPOINT = "SELECT position FROM checkpoints WHERE name = ?"
 SAVE_CHECKPOINT = (
     "INSERT INTO checkpoints (name, position) VALUES (?, ?)"

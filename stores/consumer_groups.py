@@ -109,6 +109,11 @@ class GroupReader(Protocol):
         stopped. A failure of the connection is raised here (a store error)."""
         ...
 
+    def wake(self) -> None:
+        """Make a blocked :meth:`poll` (or the next, if none is blocked) return ``None`` at
+        once: the consumer's own work (an answer) is ready. Safe from any thread."""
+        ...
+
     def ack(self, delivery: Delivery) -> None:
         """Answer ``delivery``: done."""
         ...

@@ -11,7 +11,8 @@ so processors handle one tree::
     ├── CorruptEvent           a stored event cannot be decoded (bad JSON, unknown type)
     ├── PermanentStoreError    the store can never accept this request; retrying cannot help
     │   └── InvalidName        a stream name, event type or checkpoint name the store cannot hold
-    └── UnsupportedStoreURI    a store URI with an unknown scheme or malformed parts
+    ├── UnsupportedStoreURI    a store URI with an unknown scheme or malformed parts
+    └── StoreNotFound          opened with create=False where no store exists (a mistyped name)
 
 Transient and permanent: :class:`StoreUnavailable` says *retry later*;
 :class:`PermanentStoreError` says *the request itself is at fault*: a processor skips the input
@@ -104,3 +105,11 @@ class UnsupportedStoreURI(StoreError, ValueError):
         self.uri = redact_uri(uri)
         self.reason = redact_text(reason, uri)
         super().__init__(f"unsupported store URI {self.uri!r}: {self.reason}")
+
+
+class StoreNotFound(StoreError, LookupError):
+    """A store opened with ``create=False`` (what a read-only command does) where none exists:
+    no SQLite file, no PostgreSQL schema or no tables in it. Nothing was created.
+
+    The message names where it looked, without a password.
+    """

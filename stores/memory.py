@@ -38,7 +38,7 @@ from decider.stores.protocol import (
     Snapshot,
     StreamAppend,
 )
-from decider.stores.subscription import CatchUpSubscription, LogNotifier
+from decider.stores.subscription import CatchUpSubscription, LogNotifier, written_by, written_to
 
 
 class MemoryEventStore:
@@ -84,7 +84,7 @@ class MemoryEventStore:
         with self._lock:
             self._check_open()
             result = self._append_locked(stream, events, expected_revision)
-        self._notifier.notify()
+        self._notifier.notify(written_to(stream, events))
         return result
 
     def append_batch(
@@ -123,7 +123,7 @@ class MemoryEventStore:
                 raise
             for name, position in saved:
                 self._checkpoints[name] = position
-        self._notifier.notify()
+        self._notifier.notify(written_by(appends))
         return results
 
     def claim_lease(self, partition: str, owner: str, ttl: float) -> Lease | None:
@@ -213,6 +213,7 @@ class MemoryEventStore:
             head=self._head,
             notifier=self._notifier,
             after_position=after_position,
+            filter=filter,
         )
 
     def load_checkpoint(self, name: str) -> int | None:

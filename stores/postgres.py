@@ -105,7 +105,7 @@ from decider.stores._postgres_snapshots import PostgresSnapshots
 from decider.stores._postgres_sql import INDEX_BITS, Statements, decode, read_all_sql
 from decider.stores._postgres_state import PostgresStates
 from decider.stores._postgres_transactions import read_below_horizon, write_transaction
-from decider.stores.errors import StoreError
+from decider.stores.errors import StoreError, StoreNotFound
 from decider.stores.leases import Lease, batch_checkpoints, batch_leases, check_ttl
 from decider.stores.names import CHECKPOINT, POSTGRES, NameRules
 from decider.stores.protocol import (
@@ -120,7 +120,13 @@ from decider.stores.protocol import (
     StoredState,
     StreamAppend,
 )
-from decider.stores.subscription import CatchUpSubscription, LogNotifier
+from decider.stores.subscription import (
+    CatchUpSubscription,
+    LogNotifier,
+    Written,
+    written_by,
+    written_to,
+)
 
 __all__ = ["DEFAULT_CONNECT_TIMEOUT", "SYNCHRONOUS_COMMIT_LEVELS", "PostgresEventStore"]
 
@@ -142,7 +148,9 @@ class PostgresEventStore:
     ``synchronous_commit`` sets the durability of a commit (see the module docstring).
     ``conninfo`` is anything libpq accepts (``postgresql://user@host:5432/db?sslmode=require``
     or ``host=... dbname=...``). Opening connects, and creates the schema and its tables if
-    missing.
+    missing; with ``create=False`` (a read-only command) it creates nothing and raises
+    :class:`~decider.stores.errors.StoreNotFound` where the schema or its events table does
+    not exist (a mistyped ``schema`` is then noticed, not answered with an empty store).
     """
 
     name_rules: ClassVar[NameRules] = POSTGRES
@@ -155,6 +163,7 @@ class PostgresEventStore:
         *,
         schema: str = "public",
         synchronous_commit: str = "on",
+        create: bool = True,
     ) -> None:
         level, params, self._connect_kwargs = connect_options(conninfo, schema, synchronous_commit)
         self._conninfo = conninfo
@@ -181,6 +190,8 @@ class PostgresEventStore:
         try:
             with self._using() as connection:
                 exists, old = one_row(connection.execute(self._sql.tables_exist))
+                if not exists and not create:
+                    self._check_found(connection)
                 script = self._sql.migrate if old else None if exists else self._sql.create
                 if script is not None:
                     try:  # the script begins and commits its own transaction
@@ -191,6 +202,22 @@ class PostgresEventStore:
         except BaseException:
             self.close()
             raise
+
+    def _check_found(self, connection: _Connection) -> None:
+        """:class:`StoreNotFound` unless the schema holds this store's events table (tables
+        added by a later version are still created beside it)."""
+        schema_found, events_found = one_row(
+            connection.execute(self._sql.store_found, (self.schema,))
+        )
+        if not schema_found:
+            missing = f"schema {self.schema!r} does not exist"
+        elif not events_found:
+            missing = f"schema {self.schema!r} holds no event store"
+        else:
+            return
+        raise StoreNotFound(
+            f"no PostgreSQL event store at {self._name}: {missing} (nothing was created)"
+        )
 
     @property
     def name(self) -> str:
@@ -216,7 +243,8 @@ class PostgresEventStore:
         result = self._append_plain(stream, events, expected_revision, now)
         if result is None:
             result = self._write(
-                lambda c: append_one(self._sql, c, stream, events, expected_revision, now)
+                lambda c: append_one(self._sql, c, stream, events, expected_revision, now),
+                written_to(stream, events),
             )
         self._wrote(result.position)
         return result
@@ -233,7 +261,7 @@ class PostgresEventStore:
             except psycopg.errors.UniqueViolation:
                 return None
         if result is not None:
-            self._notifier.notify()
+            self._notifier.notify(written_to(stream, events))
             self._announcer.announce()
         return result
 
@@ -288,10 +316,10 @@ class PostgresEventStore:
                 connection.execute(self._sql.save_checkpoint, saved)
             return lambda: [result() for result in results]
 
-        written = self._write(body)
-        if written:
-            self._wrote(max(result.position for result in written))
-        return written
+        stored = self._write(body, written_by(appends))
+        if stored:
+            self._wrote(max(result.position for result in stored))
+        return stored
 
     def claim_lease(self, partition: str, owner: str, ttl: float) -> Lease | None:
         """Take the lease on ``partition`` for ``ttl`` seconds of the server's clock (see
@@ -348,8 +376,10 @@ class PostgresEventStore:
         return CatchUpSubscription(
             read_page=lambda after, limit: self.read_all(after, limit, filter),
             head=self._head,
+            head_and_page=lambda after, limit: self._head_and_page(after, limit, filter),
             notifier=self._notifier,
             after_position=after_position,
+            filter=filter,
         )
 
     def load_checkpoint(self, name: str) -> int | None:
@@ -441,9 +471,10 @@ class PostgresEventStore:
             cursor = connection.execute(statement, params, prepare=prepare)
             return cursor.fetchall() if fetch else []
 
-    def _write(self, body: Callable[[_Connection], Callable[[], _T]]) -> _T:
-        """Run ``body`` in a write transaction, then wake the subscriptions; ``body`` returns
-        how to read its result once the transaction ends.
+    def _write(self, body: Callable[[_Connection], Callable[[], _T]], written: Written) -> _T:
+        """Run ``body`` in a write transaction, then wake the subscriptions that read what it
+        ``written`` (in the other processes too, if it wrote events); ``body`` returns how to
+        read its result once the transaction ends.
 
         A transaction that loses a race for a stream's next revision (the ``(stream,
         revision)`` key) is rolled back and run again: its reads then see the winner's events,
@@ -451,8 +482,9 @@ class PostgresEventStore:
         and the first read share one round trip, and the inserts and the ``COMMIT`` another.
         """
         result = write_transaction(self._using, self._connections, body, self._name)
-        self._notifier.notify()
-        self._announcer.announce()
+        if written:
+            self._notifier.notify(written)
+            self._announcer.announce()
         return result
 
     def _wrote(self, position: int) -> None:
@@ -474,7 +506,19 @@ class PostgresEventStore:
         written = self._written
         if not written:
             return self._query(statement, params)
-        return read_below_horizon(self._using, self._sql, written, statement, params)
+        [rows] = read_below_horizon(self._using, self._sql, written, [(statement, params)])
+        return rows
+
+    def _head_and_page(
+        self, after_position: int | None, limit: int, filter: Filter
+    ) -> tuple[int | None, list[RecordedEvent]]:
+        """A subscription's look at the log: the head, then a page after ``after_position``
+        read after it, in one round trip (as :meth:`_read`)."""
+        statement, params = read_all_sql(self.schema, filter)
+        after = 0 if after_position is None else after_position
+        reads = [(self._sql.head, ()), (statement, (after, *params, limit))]
+        [(head,)], rows = read_below_horizon(self._using, self._sql, self._written, reads)
+        return (None if head is None else int(head)), [decode(row) for row in rows]
 
     @contextlib.contextmanager
     def _using(self) -> Iterator[_Connection]:
@@ -526,6 +570,7 @@ class PostgresEventStore:
                 self._notifier,
                 name=f"decider-pg-listen-{self.schema}",
                 held_back=self._sql.held_back,
+                own_pid=lambda: self._announcer.backend_pid,
             )
             try:
                 listener.start()

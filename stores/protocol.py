@@ -175,9 +175,15 @@ class Subscription(Protocol):
         """End the subscription; a blocked :meth:`poll` or iteration returns promptly."""
         ...
 
+    def wake(self) -> None:
+        """Make a blocked :meth:`poll` return ``None`` at once without ending the subscription
+        (or the next one, if none is blocked now): the consumer's other work is ready. Safe
+        from any thread; how a processor waits for its own work without polling."""
+        ...
+
     @property
     def stopped(self) -> bool:
-        """Whether :meth:`stop` was called."""
+        """Whether :meth:`stop` was called (or the store closed under it)."""
         ...
 
 

@@ -46,6 +46,7 @@ from decider.stores import _sqlite_state as states
 from decider.stores._connections import ThreadConnections
 from decider.stores._expectations import check_read_args, validate_append
 from decider.stores._sqlite_append import IDS_PER_QUERY, append_one
+from decider.stores._sqlite_watch import Doorbell, FileWatch, start_watch
 from decider.stores.errors import PermanentStoreError, StoreError, StoreUnavailable
 from decider.stores.leases import Lease, batch_checkpoints, batch_leases, check_ttl
 from decider.stores.names import CHECKPOINT, DEFAULT, NameRules
@@ -61,12 +62,22 @@ from decider.stores.protocol import (
     StoredState,
     StreamAppend,
 )
-from decider.stores.subscription import CatchUpSubscription, LogNotifier
+from decider.stores.subscription import (
+    CatchUpSubscription,
+    LogNotifier,
+    Written,
+    written_by,
+    written_to,
+)
 
 _T = TypeVar("_T")
 
 SYNCHRONOUS_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
 """The accepted values of ``synchronous`` (SQLite's ``PRAGMA synchronous``)."""
+
+
+_LOOK_AT_MOST = 64
+"""How many new rows the doorbell's look reads before it wakes every subscription instead."""
 
 
 class SqliteEventStore:
@@ -118,6 +129,10 @@ class SqliteEventStore:
             shared=self._in_memory,
         )
         self._notifier = LogNotifier()
+        self._bell = None if self._in_memory else Doorbell(self._path)
+        self._watch: FileWatch | None = None
+        self._watch_lock = threading.Lock()
+        self._watched_head: int | None = None
         connection, _ = self._connection()
         try:
             if not self._in_memory:
@@ -149,7 +164,10 @@ class SqliteEventStore:
         validate_append(len(events), expected_revision)
         self.name_rules.check_append(stream, events)
         now = _now()
-        return self._write(lambda c: append_one(c, stream, events, expected_revision, now))
+        return self._write(
+            lambda c: append_one(c, stream, events, expected_revision, now),
+            written_to(stream, events),
+        )
 
     def append_batch(
         self,
@@ -171,16 +189,16 @@ class SqliteEventStore:
         """Take the lease on ``partition`` for ``ttl`` seconds (see
         :class:`~decider.stores.leases.LeaseStore`); ``None`` if another owner holds it."""
         check_ttl(ttl)
-        return self._write(lambda c: lease_rows.claim(c, partition, owner, ttl))
+        return self._write(lambda c: lease_rows.claim(c, partition, owner, ttl), ())
 
     def renew_lease(self, lease: Lease, ttl: float) -> Lease:
         """Extend ``lease`` by ``ttl`` seconds from now; ``LeaseLost`` if no longer held."""
         check_ttl(ttl)
-        return self._write(lambda c: lease_rows.renew(c, lease, ttl))
+        return self._write(lambda c: lease_rows.renew(c, lease, ttl), ())
 
     def release_lease(self, lease: Lease) -> bool:
         """Free the partition at once; whether ``lease`` was still held."""
-        return self._write(lambda c: lease_rows.release(c, lease))
+        return self._write(lambda c: lease_rows.release(c, lease), ())
 
     def leases(self) -> list[Lease]:
         """Every partition's lease, ordered by partition."""
@@ -223,12 +241,14 @@ class SqliteEventStore:
         store objects) are noticed within ``probe_interval``.
         """
         self._check_open()
+        self._start_watch()
         return CatchUpSubscription(
             read_page=lambda after, limit: self.read_all(after, limit, filter),
             head=self._head,
             notifier=self._notifier,
             after_position=after_position,
             probe_interval=self._probe_interval,
+            filter=filter,
         )
 
     def load_checkpoint(self, name: str) -> int | None:
@@ -316,13 +336,45 @@ class SqliteEventStore:
                 connection.executemany(sql.SAVE_CHECKPOINT, saved)
             return results
 
-        return self._write(body)
+        return self._write(body, written_by(appends))
 
     def close(self) -> None:
         """Close every connection and end every subscription; safe to call twice."""
         # Subscriptions learn of the close before their reads start failing.
         self._notifier.close()
+        with self._watch_lock:
+            watch, self._watch = self._watch, None
+        if watch is not None:
+            watch.close()
+        if self._bell is not None:
+            self._bell.close()
         self._connections.close()
+
+    def _start_watch(self) -> None:
+        """Once, for a file: ask the kernel to tell when another process writes it
+        (:mod:`decider.stores._sqlite_watch`)."""
+        if self._in_memory or self._watch is not None:
+            return
+        with self._watch_lock:
+            if self._watch is None:
+                self._watched_head = self._head()
+                self._watch = start_watch(self._path, self._file_written)
+
+    def _file_written(self) -> None:
+        """On the watch's thread: some process rang the doorbell. Read what was written since
+        the last look (position, stream, type) and wake the subscriptions that have not read a
+        row they want: this process's own commits, already announced, wake nobody again."""
+        try:
+            rows = self._query(sql.WRITTEN_AFTER, (self._watched_head or 0, _LOOK_AT_MOST + 1))
+            if len(rows) > _LOOK_AT_MOST:  # a burst: every subscription looks for itself
+                self._watched_head = self._head()
+                self._notifier.notify(None)
+                return
+        except StoreError:  # closing, or the file is away: the probe carries on
+            return
+        if rows:
+            self._watched_head = rows[-1][0]
+            self._notifier.notify_rows(rows)
 
     def _head(self) -> int | None:
         [(head,)] = self._query(sql.HEAD, ())
@@ -341,8 +393,9 @@ class SqliteEventStore:
             except sqlite3.Error as exc:
                 raise self._failed(connection, in_use, exc) from exc
 
-    def _write(self, body: Callable[[sqlite3.Connection], _T]) -> _T:
-        """Run ``body`` in a write transaction, then wake the subscriptions.
+    def _write(self, body: Callable[[sqlite3.Connection], _T], written: Written | None) -> _T:
+        """Run ``body`` in a write transaction, then wake the subscriptions that read what it
+        ``written`` (in this process; in the others, by the doorbell, if it wrote events).
 
         ``BEGIN IMMEDIATE`` takes the write lock first, so the revision ``body`` reads still
         holds when it inserts, in this process and in every other.
@@ -362,7 +415,10 @@ class SqliteEventStore:
                     raise
             except sqlite3.Error as exc:
                 raise self._failed(connection, in_use, exc) from exc
-        self._notifier.notify()
+        if written is None or written:
+            self._notifier.notify(written)
+            if self._bell is not None:
+                self._bell.ring()
         return result
 
     def _failed(

@@ -18,10 +18,11 @@ from __future__ import annotations
 import collections
 import threading
 import time
-from collections.abc import Callable, Iterator
+import weakref
+from collections.abc import Callable, Iterator, Sequence
 
 from decider.stores.errors import StoreError
-from decider.stores.protocol import CaughtUp, RecordedEvent
+from decider.stores.protocol import CaughtUp, Filter, NewEvent, RecordedEvent, StreamAppend
 
 ReadPage = Callable[[int | None, int], list[RecordedEvent]]
 """``read_page(after_position, limit)``: up to ``limit`` matching events after the position."""
@@ -29,34 +30,90 @@ ReadPage = Callable[[int | None, int], list[RecordedEvent]]
 ReadHead = Callable[[], int | None]
 """``head()``: the last position of the whole log (matching or not), ``None`` if it is empty."""
 
+ReadHeadAndPage = Callable[[int | None, int], tuple[int | None, list[RecordedEvent]]]
+"""``head_and_page(after_position, limit)``: ``head()``, then ``read_page(after_position,
+limit)`` read after it, in one call (a store for which each is a round trip joins them)."""
+
+
+Written = Sequence[tuple[str, str]]
+"""What a commit wrote: each event's stream and type."""
+
+_MATCHED_AT_MOST = 64
+"""A commit of more events than this wakes every subscription without matching each filter
+(a big batch: the subscriptions are busy anyway)."""
+
+
+def written_to(stream: str, events: Sequence[NewEvent]) -> Written:
+    """What an append of ``events`` to ``stream`` writes, for :meth:`LogNotifier.notify`."""
+    return [(stream, event.type) for event in events]
+
+
+def written_by(appends: Sequence[StreamAppend]) -> Written:
+    """What a batch of ``appends`` writes, for :meth:`LogNotifier.notify`."""
+    return [(item.stream, event.type) for item in appends for event in item.events]
+
 
 class LogNotifier:
-    """Wakes waiting subscriptions when the log grows or the store closes.
+    """Wakes the waiting subscriptions whose events were written, or all when the store closes.
 
-    A store calls :meth:`notify` after each commit; the version counter it bumps means a
-    subscription never misses a wake-up that happens between its read and its wait.
+    A store calls :meth:`notify` after each commit with what it wrote (each event's stream and
+    type): only the subscriptions whose filter passes one of them look at the log again, so a
+    commit of checkpoints, leases or another processor's events costs the others nothing. A
+    notification that cannot say what was written (another process's commit) wakes every
+    subscription. A subscription marked while it reads reads again, so no wake-up is lost
+    between its read and its wait.
     """
 
     def __init__(self) -> None:
         self._condition = threading.Condition()
-        self._version = 0
         self._closed = False
-
-    @property
-    def version(self) -> int:
-        """A counter that changes on every :meth:`notify`."""
-        return self._version
+        self._subscriptions: weakref.WeakSet[CatchUpSubscription] = weakref.WeakSet()
 
     @property
     def closed(self) -> bool:
         """Whether :meth:`close` was called; subscriptions then end."""
         return self._closed
 
-    def notify(self) -> None:
-        """Tell every waiting subscription that the log may have grown."""
+    def attach(self, subscription: CatchUpSubscription) -> None:
+        """Notify ``subscription`` from now on (until it stops, or is collected)."""
         with self._condition:
-            self._version += 1
-            self._condition.notify_all()
+            self._subscriptions.add(subscription)
+
+    def detach(self, subscription: CatchUpSubscription) -> None:
+        """Notify ``subscription`` no more."""
+        with self._condition:
+            self._subscriptions.discard(subscription)
+
+    def notify(self, written: Written | None = None) -> None:
+        """Tell the subscriptions that the log may have grown: those whose filter passes an
+        event of ``written`` (each event's stream and type), or every one when ``written`` is
+        ``None`` (unknown). ``()``: nothing a subscription reads was written."""
+        if written is not None and not written:
+            return
+        if written is not None and len(written) > _MATCHED_AT_MOST:
+            written = None
+        with self._condition:
+            waiting = False
+            for subscription in self._subscriptions:
+                if not subscription.dirty and subscription.wants(written):
+                    subscription.dirty = True
+                    waiting = waiting or subscription.waiting
+            if waiting:
+                self._condition.notify_all()
+
+    def notify_rows(self, rows: Sequence[tuple[int, str, str]]) -> None:
+        """Tell the subscriptions that the log holds ``rows`` (each event's position, stream
+        and type), written by some process: those that have not read past a row their filter
+        passes look again. For a store that learns of other processes' commits by looking
+        (one look serves every subscription, and none reads again what it has read)."""
+        with self._condition:
+            waiting = False
+            for subscription in self._subscriptions:
+                if not subscription.dirty and subscription.behind(rows):
+                    subscription.dirty = True
+                    waiting = waiting or subscription.waiting
+            if waiting:
+                self._condition.notify_all()
 
     def close(self) -> None:
         """Wake every waiting subscription for good: the store is closing."""
@@ -69,13 +126,11 @@ class LogNotifier:
         with self._condition:
             self._condition.notify_all()
 
-    def wait(self, seen_version: int, timeout: float, stop: Callable[[], bool]) -> None:
-        """Block until the version differs from ``seen_version``, ``stop()`` holds, the notifier
-        closes, or ``timeout`` seconds pass."""
+    def wait(self, timeout: float, ready: Callable[[], bool]) -> bool:
+        """Block until ``ready()`` holds, the notifier closes, or ``timeout`` seconds pass;
+        whether it ended before the timeout."""
         with self._condition:
-            self._condition.wait_for(
-                lambda: self._version != seen_version or self._closed or stop(), timeout
-            )
+            return self._condition.wait_for(lambda: ready() or self._closed, timeout)
 
 
 class CatchUpSubscription:
@@ -101,6 +156,8 @@ class CatchUpSubscription:
         after_position: int | None = None,
         page_size: int = 500,
         probe_interval: float | None = None,
+        head_and_page: ReadHeadAndPage | None = None,
+        filter: Filter | None = None,
     ) -> None:
         if page_size < 1:
             raise ValueError(f"page_size must be at least 1, got {page_size}")
@@ -108,13 +165,40 @@ class CatchUpSubscription:
             raise ValueError(f"probe_interval must be positive, got {probe_interval}")
         self._read_page = read_page
         self._head = head
+        self._head_and_page = head_and_page
         self._notifier = notifier
         self._position = after_position
         self._page_size = page_size
         self._probe_interval = probe_interval
         self._buffer: collections.deque[RecordedEvent | CaughtUp] = collections.deque()
+        self._filter = filter
         self._caught_up = False
         self._stopped = False
+        self._woken = False
+        self.waiting = False
+        """Whether :meth:`poll` is blocked on the notifier (read by it)."""
+        self.dirty = True
+        """Whether the log may hold something new for this subscription (set by the
+        notifier, cleared before each read)."""
+        notifier.attach(self)
+
+    def behind(self, rows: Sequence[tuple[int, str, str]]) -> bool:
+        """Whether a row of ``rows`` (position, stream, type) is past what this subscription
+        has read and passes its filter."""
+        position, pattern = self._position, self._filter
+        return any(
+            (position is None or at > position)
+            and (pattern is None or pattern.matches(stream, event_type))
+            for at, stream, event_type in rows
+        )
+
+    def wants(self, written: Written | None) -> bool:
+        """Whether an event of ``written`` (``None``: unknown) may pass this subscription's
+        filter (it reads the log again if so)."""
+        pattern = self._filter
+        if written is None or pattern is None:
+            return True
+        return any(pattern.matches(stream, event_type) for stream, event_type in written)
 
     @property
     def stopped(self) -> bool:
@@ -127,7 +211,17 @@ class CatchUpSubscription:
     def stop(self) -> None:
         """End the subscription; a blocked :meth:`poll` or iteration returns promptly."""
         self._stopped = True
+        self._notifier.detach(self)
         self._notifier.wake()
+
+    def wake(self) -> None:
+        """Make the current (or, if none is waiting, the next) wait of :meth:`poll` return
+        ``None`` at once, without ending the subscription: the consumer has other work that
+        became ready (safe from any thread; a wake that finds items buffered waits for them to
+        be taken)."""
+        self._woken = True
+        if self.waiting:
+            self._notifier.wake()
 
     def __enter__(self) -> CatchUpSubscription:
         return self
@@ -146,31 +240,49 @@ class CatchUpSubscription:
         while not self._ended():
             if self._buffer:
                 return self._buffer.popleft()
-            seen = self._notifier.version
-            try:
-                self._fetch()
-            except StoreError:
-                if self._ended():  # the store closed under us: end quietly
-                    return None
-                raise
-            if self._buffer:
-                continue
+            if self.dirty:
+                self.dirty = False  # a commit from now on marks it again
+                try:
+                    self._fetch()
+                except StoreError:
+                    self.dirty = True
+                    if self._ended():  # the store closed under us: end quietly
+                        return None
+                    raise
+                if self._buffer:
+                    continue
+            if self._woken:
+                self._woken = False
+                return None
             wait = self._probe_interval if self._probe_interval is not None else 3600.0
             if deadline is not None:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return None
                 wait = min(wait, remaining)
-            self._notifier.wait(seen, wait, lambda: self._stopped)
+            self.waiting = True
+            try:
+                told = self._notifier.wait(wait, self._ready)
+            finally:
+                self.waiting = False
+            if not told and self._probe_interval is not None and wait >= self._probe_interval:
+                self.dirty = True  # the probe: another process may have appended
         return None
+
+    def _ready(self) -> bool:
+        return self.dirty or self._stopped or self._woken
 
     def _fetch(self) -> None:
         """Read the next page if the log grew past our position; queue CaughtUp when at the head."""
-        head = self._head()
+        if self._head_and_page is not None:
+            head, page = self._head_and_page(self._position, self._page_size)
+        else:
+            head, page = self._head(), None
         if head is None or (self._position is not None and head <= self._position):
             self._mark_caught_up()
             return
-        page = self._read_page(self._position, self._page_size)
+        if page is None:
+            page = self._read_page(self._position, self._page_size)
         self._buffer.extend(page)
         if len(page) < self._page_size:
             # The page was read after the head, and it is short, so it holds every matching
@@ -180,6 +292,7 @@ class CatchUpSubscription:
             self._mark_caught_up()
         else:
             self._position = page[-1].position
+            self.dirty = True  # a full page: more to read, whatever the notifier says
 
     def _mark_caught_up(self) -> None:
         if not self._caught_up:

@@ -23,6 +23,11 @@ PostgreSQL query parameters: ``schema`` (default ``public``) and ``synchronous_c
 libpq as it is (``connect_timeout``, ``sslmode``, ``application_name``, ...), e.g.
 ``postgresql://app@db:5432/events?schema=billing&connect_timeout=5``.
 
+``open_store(uri, create=False)`` (what the read-only commands use) creates nothing: an SQLite
+file that does not exist, a PostgreSQL schema that does not exist or holds no event store,
+raise :class:`~decider.stores.errors.StoreNotFound`, so a mistyped name is noticed rather than
+answered with an empty store.
+
 Anything else (an unknown scheme, a missing path, a bad or unknown parameter) raises
 :class:`~decider.stores.errors.UnsupportedStoreURI` naming the URI and the reason, with every
 secret hidden by :func:`redact_uri` (the one redaction every log line, error and ``repr`` that
@@ -33,10 +38,11 @@ from __future__ import annotations
 
 import importlib
 import urllib.parse
+from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from decider.stores.errors import UnsupportedStoreURI
+from decider.stores.errors import StoreNotFound, UnsupportedStoreURI
 from decider.stores.redact import redact_uri
 
 __all__ = ["open_store", "redact_uri"]
@@ -49,8 +55,12 @@ _POSTGRES_PARAMETERS = ("schema", "synchronous_commit")
 _ESDB_SCHEMES = ("esdb", "esdb+discover", "kurrentdb", "kurrentdb+discover", "kdb", "kdb+discover")
 
 
-def open_store(uri: str) -> EventStore:
-    """The event store ``uri`` names, opened and ready; :class:`UnsupportedStoreURI` if none."""
+def open_store(uri: str, *, create: bool = True) -> EventStore:
+    """The event store ``uri`` names, opened and ready; :class:`UnsupportedStoreURI` if none.
+
+    ``create=False``: :class:`~decider.stores.errors.StoreNotFound` where the store does not
+    exist yet (no SQLite file; no PostgreSQL schema or tables), and nothing is created.
+    """
     scheme, separator, rest = uri.partition("://")
     if not separator:
         raise UnsupportedStoreURI(uri, "expected scheme://..., e.g. sqlite:///events.db")
@@ -58,11 +68,11 @@ def open_store(uri: str) -> EventStore:
     if scheme == "memory":
         return _memory(uri, rest)
     if scheme == "sqlite":
-        return _sqlite(uri, rest)
+        return _sqlite(uri, rest, create)
     if scheme in _ESDB_SCHEMES:
         return _esdb(uri)
     if scheme in ("postgresql", "postgres"):
-        return _postgres(uri)
+        return _postgres(uri, create)
     raise UnsupportedStoreURI(
         uri,
         f"unknown scheme {scheme!r}; expected memory, sqlite, esdb, kurrentdb, kdb (each also"
@@ -78,7 +88,7 @@ def _memory(uri: str, rest: str) -> EventStore:
     return MemoryEventStore()
 
 
-def _sqlite(uri: str, rest: str) -> EventStore:
+def _sqlite(uri: str, rest: str, create: bool) -> EventStore:
     raw_path, _, query = rest.partition("?")
     if raw_path in ("", "/"):
         raise UnsupportedStoreURI(uri, "missing database path after sqlite:///")
@@ -102,6 +112,8 @@ def _sqlite(uri: str, rest: str) -> EventStore:
         if key in options:
             raise UnsupportedStoreURI(uri, f"parameter {key!r} given twice")
         options[key] = value
+    if not create and path != ":memory:" and not Path(path).exists():
+        raise StoreNotFound(f"no SQLite database at {path!r} (nothing was created)")
     from decider.stores.sqlite import SqliteEventStore
 
     try:
@@ -139,12 +151,12 @@ def _adapter(uri: str, module: str, name: str, *, driver: str, extra: str) -> Mo
     except ModuleNotFoundError as exc:
         if exc.name is not None and exc.name.split(".")[0] == driver:
             raise UnsupportedStoreURI(
-                uri, f"the {driver} package is missing: pip install 'decider[{extra}]'"
+                uri, f"the {driver} package is missing: pip install 'decider-workflows[{extra}]'"
             ) from exc
         raise UnsupportedStoreURI(uri, f"the {name} adapter cannot be loaded: {exc}") from exc
 
 
-def _postgres(uri: str) -> EventStore:
+def _postgres(uri: str, create: bool) -> EventStore:
     base, _, query = uri.partition("?")
     options: dict[str, str] = {}
     passed: list[str] = []  # libpq's parameters, untouched (libpq decodes them itself)
@@ -168,6 +180,7 @@ def _postgres(uri: str) -> EventStore:
             conninfo,
             schema=options.get("schema", "public"),
             synchronous_commit=options.get("synchronous_commit", "on"),
+            create=create,
         )
     except ValueError as exc:
         raise UnsupportedStoreURI(uri, f"bad parameter: {exc}") from exc

@@ -50,13 +50,14 @@ from decider.processors.cli.loading import (
 from decider.processors.cli.operate import (
     add_operator_commands,
     app_and_store,
+    app_arg,
     emit,
     emit_json,
 )
 from decider.processors.cli.running import EarlySignals, Heartbeat, metrics_endpoint, run_service
 from decider.processors.cli.views import instance_lines, parked_lines, status_lines
 from decider.processors.console.cli import add_commands as add_console_commands
-from decider.processors.errors import NotParked, ProcessorDied
+from decider.processors.errors import InstanceEnded, NotParked, ProcessorDied
 from decider.processors.handler_status import handler_lines, handler_status
 from decider.processors.partition_status import (
     join_group,
@@ -167,6 +168,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     retry = commands.add_parser("retry", help="carry a parked command out again")
     retry.add_argument("command_id", help="the parked command's id (see `decider parked`)")
+    retry.add_argument(
+        "--force",
+        action="store_true",
+        help="retry it even though its workflow instance has ended",
+    )
     retry.add_argument("--app", help=app_help)
     retry.add_argument("--store", help=store_help)
     retry.add_argument("--json", action="store_true", help="print one JSON document")
@@ -192,7 +198,14 @@ def _add_run(
 ) -> None:
     """The ``run`` subcommand and its options."""
     run = commands.add_parser("run", help="run an app's processors until SIGINT/SIGTERM")
-    run.add_argument("app", help="the App as module:attribute, e.g. samples.traffic_fine:app")
+    run.add_argument(
+        "app_given",
+        nargs="?",
+        metavar="APP",
+        help="the App as module:attribute, e.g. samples.traffic_fine:app "
+        f"(or --app; default: ${APP_ENV})",
+    )
+    run.add_argument("--app", help=f"the App as module:attribute (default: ${APP_ENV})")
     run.add_argument("--store", help=store_help)
     run.add_argument(
         "--log-level",
@@ -285,8 +298,9 @@ def _run(args: argparse.Namespace) -> int:
             "--progress-interval must be >= 0, --batch-size >= 1, --cache-size >= 0 and"
             " --gc-young-threshold >= 0"
         )
+    spec = app_arg(args)
     with EarlySignals() as early:
-        app = load_app(args.app)
+        app = load_app(spec)
         uri = store_uri(args.store)
         store = open_uri(uri)
         try:
@@ -311,7 +325,7 @@ def _run(args: argparse.Namespace) -> int:
                 return 0
             # Start-up is over (the app loaded, the store open): freeze its objects.
             gc_tuning.tune(args.gc_young_threshold)
-            LOGGER.info("running app %r (%s) on %s", app.name, args.app, redact_uri(uri))
+            LOGGER.info("running app %r (%s) on %s", app.name, spec, redact_uri(uri))
             try:
                 with metrics_endpoint(args), Heartbeat(store, app):
                     run_service(service, args.progress_interval, LOGGER, early.received)
@@ -378,9 +392,11 @@ def _parked(args: argparse.Namespace) -> int:
 def _retry(args: argparse.Namespace) -> int:
     with app_and_store(args) as (app, store):
         try:
-            request = retry_parked(store, app, args.command_id)
+            request = retry_parked(store, app, args.command_id, force=args.force)
         except NotParked as exc:
             raise CliError(str(exc)) from exc
+        except InstanceEnded as exc:
+            raise CliError(f"{exc}; --force retries it anyway") from exc
         if args.json:
             emit_json({"command_id": args.command_id, "request_id": request})
         else:

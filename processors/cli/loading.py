@@ -10,14 +10,12 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-import urllib.parse
-from pathlib import Path
 from types import ModuleType
 
 from decider.processors.app import App
-from decider.stores.errors import StoreError
+from decider.stores.errors import StoreError, StoreNotFound
 from decider.stores.protocol import EventStore
-from decider.stores.uri import open_store, redact_uri
+from decider.stores.uri import open_store
 
 STORE_ENV = "DECIDER_STORE"
 """The environment variable that gives the store URI when ``--store`` is not given."""
@@ -101,24 +99,14 @@ def store_uri(given: str | None) -> str:
 def open_uri(uri: str, *, must_exist: bool = False) -> EventStore:
     """The store ``uri`` names, opened; :class:`UsageError` if it cannot be.
 
-    With ``must_exist`` an SQLite file that does not exist is an error rather than created
-    empty, so a mistyped path in a read-only command is noticed.
+    With ``must_exist`` (a read-only command, or one that changes an existing store) a store
+    that does not exist is an error rather than created empty: an SQLite file that does not
+    exist, a PostgreSQL schema that does not exist or holds no event store. A mistyped name
+    is noticed, not answered with "0 instances".
     """
-    if must_exist:
-        path = _sqlite_file(uri)
-        if path is not None and not path.exists():
-            raise UsageError(f"no SQLite database at {str(path)!r} (store {redact_uri(uri)!r})")
     try:
-        return open_store(uri)
+        return open_store(uri, create=not must_exist)
+    except StoreNotFound as exc:
+        raise UsageError(str(exc)) from exc
     except StoreError as exc:
         raise UsageError(f"cannot open the store: {exc}") from exc
-
-
-def _sqlite_file(uri: str) -> Path | None:
-    """The file of a well-formed ``sqlite:///path`` URI (``None`` for anything else)."""
-    scheme, _, rest = uri.partition("://")
-    raw = rest.partition("?")[0]
-    if scheme.lower() != "sqlite" or not raw.startswith("/"):
-        return None
-    path = urllib.parse.unquote(raw[1:])
-    return None if path in ("", ":memory:") else Path(path)

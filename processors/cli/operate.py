@@ -28,6 +28,9 @@ from decider.processors.cli.views import instance_list_lines, skipped_lines, tra
 from decider.processors.listing import InstanceQuery, list_instances
 from decider.processors.operations import (
     OperationError,
+    Reset,
+    check_no_service,
+    planned_reset,
     position_before,
     publish_json,
     request_cancel,
@@ -41,7 +44,7 @@ from decider.processors.skipped import (
     redrive,
     skipped_event,
 )
-from decider.stores.protocol import CheckpointStore, EventStore
+from decider.stores.protocol import EventStore
 
 __all__ = ["add_operator_commands", "app_arg", "app_and_store", "emit", "emit_json", "parse_time"]
 
@@ -89,8 +92,14 @@ def emit_json(doc: object) -> None:
 
 
 def app_arg(args: argparse.Namespace) -> str:
-    """``--app``, else ``$DECIDER_APP``; :class:`UsageError` if neither."""
-    spec: str | None = args.app or os.environ.get(APP_ENV)
+    """The app a command names: its positional ``APP`` where it takes one (``run``,
+    ``diagram``), else ``--app``, else ``$DECIDER_APP``; :class:`UsageError` if none, or if
+    the positional and ``--app`` name two different apps."""
+    given: str | None = getattr(args, "app_given", None)
+    option: str | None = args.app
+    if given and option and given != option:
+        raise UsageError(f"two apps named: {given!r} and --app {option!r}; give one")
+    spec = given or option or os.environ.get(APP_ENV)
     if not spec:
         raise UsageError(f"no app: give --app module:attribute or set {APP_ENV}")
     return spec
@@ -234,6 +243,8 @@ def _list(args: argparse.Namespace) -> int:
         **times,
     )
     with app_and_store(args) as (app, store):
+        if query.stuck and query.stuck_for is None:
+            _check_progress_within(app, args.workflow)
         try:
             page = list_instances(store, app, query, now)
         except KeyError as exc:
@@ -245,6 +256,24 @@ def _list(args: argparse.Namespace) -> int:
     else:
         emit(instance_list_lines(page, now))
     return 0
+
+
+def _check_progress_within(app: App, workflow: str | None) -> None:
+    """:class:`UsageError` if ``--stuck`` without a duration can find nothing: no workflow
+    asked about declares a ``progress_within``."""
+    registrations = [r for name, r in app.workflows.items() if workflow in (None, name)]
+    if not registrations or any(r.progress_within is not None for r in registrations):
+        return  # an unknown workflow is reported by the listing
+    which = (
+        f"workflow {workflow!r} declares no progress_within"
+        if workflow is not None
+        else f"no workflow of app {app.name!r} declares a progress_within"
+    )
+    raise UsageError(
+        f"{which}, so --stuck without a duration finds nothing: "
+        "give one (--stuck 15m), or declare it when registering the workflow "
+        "(app.workflow(..., progress_within=timedelta(minutes=15)))"
+    )
 
 
 # -- skipped ------------------------------------------------------------------------------
@@ -349,13 +378,20 @@ def resolve(app: App, processor: str) -> str:
 
 def _reset_parser(commands: Any) -> None:
     parser = commands.add_parser(
-        "reset", help="move a processor's checkpoint (refused while a service runs)"
+        "reset", help="move a processor's checkpoints (refused while a service runs)"
     )
     parser.add_argument("processor", help="e.g. commands, timers, workflow.<Name>, or full name")
     target = parser.add_mutually_exclusive_group(required=True)
     target.add_argument("--to", type=int, metavar="POSITION", help="the new checkpoint")
     target.add_argument(
         "--to-time", metavar="TIME", help="handle again what was recorded from TIME on"
+    )
+    parser.add_argument(
+        "--partition",
+        type=int,
+        metavar="N",
+        help="an app that ran partitioned: only partition N's checkpoint (default: every "
+        "partition's)",
     )
     parser.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     _common(parser)
@@ -365,25 +401,51 @@ def _reset_parser(commands: Any) -> None:
 def _reset(args: argparse.Namespace) -> int:
     with app_and_store(args) as (app, store):
         processor = resolve(app, args.processor)
-        if not isinstance(store, CheckpointStore):
-            raise UsageError(f"{type(store).__name__} stores no checkpoints")
-        position = args.to
-        if position is None:
-            position = position_before(store, parse_time(args.to_time))
-        current = store.load_checkpoint(processor)
-        if not args.yes and not _confirm(
-            f"reset {processor} from {current if current is not None else '-'} to {position}?"
-        ):
+        try:
+            # Refused first: a question whose yes would be refused anyway is not asked.
+            check_no_service(store, app)
+            position = args.to
+            if position is None:
+                position = position_before(store, parse_time(args.to_time))
+            plan = planned_reset(store, app, processor, position, args.partition)
+        except OperationError as exc:
+            raise CliError(str(exc)) from exc
+        if not plan.moved:
+            raise CliError(f"nothing changed: {_unchanged(plan)}")
+        if not args.yes and not _confirm(f"reset {_moves(plan)}?"):
             raise CliError("not confirmed; nothing changed (--yes skips the question)")
         try:
-            previous = reset_checkpoint(store, app, processor, position)
+            done = reset_checkpoint(store, app, processor, position, partition=args.partition)
         except OperationError as exc:
             raise CliError(str(exc)) from exc
     if args.json:
-        emit_json({"processor": processor, "previous": previous, "position": position})
+        emit_json(done.as_json())
     else:
-        emit([f"{processor}: checkpoint {previous} -> {position}"])
+        emit([f"{m.name}: checkpoint {_shown(m.previous)} -> {m.position}" for m in done.moved])
     return 0
+
+
+def _shown(position: int | None) -> str:
+    return "-" if position is None else str(position)
+
+
+def _moves(plan: Reset) -> str:
+    """The question's list of what would move (a long list of partitions cut short)."""
+    parts = [f"{m.name} from {_shown(m.previous)} to {m.position}" for m in plan.moved]
+    if len(parts) > 4:
+        parts = [*parts[:3], f"... ({len(parts)} checkpoints in all)"]
+    return ", ".join(parts)
+
+
+def _unchanged(plan: Reset) -> str:
+    where = (
+        ""
+        if plan.partitions is None
+        else f" in partition {plan.partition}"
+        if plan.partition is not None
+        else f" in all {plan.partitions} partitions"
+    )
+    return f"{plan.processor} already resumes after position {plan.position}{where}"
 
 
 def _confirm(question: str) -> bool:
@@ -408,6 +470,11 @@ def _cancel_parser(commands: Any) -> None:
 
 def _cancel(args: argparse.Namespace) -> int:
     with app_and_store(args) as (app, store):
+        if app.workflow_of_stream(args.stream) is None:  # a bad argument, as for show
+            known = ", ".join(sorted(app.workflows)) or "none"
+            raise UsageError(
+                f"{args.stream!r} is not the stream of a workflow of {app.name!r} ({known})"
+            )
         try:
             request = request_cancel(store, app, args.stream, args.reason)
         except OperationError as exc:

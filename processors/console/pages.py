@@ -23,9 +23,11 @@ from decider.processors.console.data import (
     LAG_CAP,
     InstanceDiagram,
     InstancePage,
+    PartitionsView,
     ProcessorRow,
     SkippedInput,
 )
+from decider.processors.progress import Progress
 from decider.processors.queries import InstanceView, ParkedCommand
 
 NAV = (
@@ -34,7 +36,11 @@ NAV = (
     ("/parked", "Parked commands"),
     ("/skipped", "Skipped inputs"),
     ("/processors", "Processors"),
+    ("/partitions", "Partitions"),
 )
+
+REFRESH_CHOICES = (0, 5, 10, 30, 60)
+"""The page refresh intervals offered, in seconds (0: never)."""
 
 
 def esc(value: object) -> str:
@@ -50,16 +56,23 @@ def href(path: str, **query: object) -> str:
 
 @attrs.frozen
 class Chrome:
-    """What every page shows around its content: the app and whether actions are allowed."""
+    """What every page shows around its content: the app, whether actions are allowed, and
+    for the page being served its path and query, and how often it refreshes itself
+    (``refresh`` seconds, 0: never; by ``<meta http-equiv="refresh">``, no script)."""
 
     app: App
     actions: bool
+    path: str = "/instances"
+    query: Mapping[str, str] = attrs.field(factory=dict)
+    refresh: int = 0
 
 
 def layout(chrome: Chrome, title: str, body: str, active: str = "") -> str:
     """A whole page: head, navigation, ``body``."""
+    again = chrome.refresh or None
     links = "".join(
-        f'<a href="{path}"{_ACTIVE if path == active else ""}>{esc(text)}</a>' for path, text in NAV
+        f'<a href="{href(path, refresh=again)}"{_ACTIVE if path == active else ""}>{esc(text)}</a>'
+        for path, text in NAV
     )
     mode = (
         '<span class="mode actions">actions allowed</span>'
@@ -70,11 +83,37 @@ def layout(chrome: Chrome, title: str, body: str, active: str = "") -> str:
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{esc(title)} · decider console</title>"
+        f"{_refresh_meta(chrome)}"
         '<link rel="stylesheet" href="/static/console.css"></head><body>'
         f'<header><a class="brand" href="/">decider console</a>'
         f'<span class="app">app <b>{esc(chrome.app.name)}</b></span>'
-        f"<nav>{links}</nav>{mode}</header>"
+        f"<nav>{links}</nav>{_refresh_form(chrome)}{mode}</header>"
         f"<main><h1>{esc(title)}</h1>{body}</main></body></html>"
+    )
+
+
+def _refresh_meta(chrome: Chrome) -> str:
+    if not chrome.refresh:
+        return ""
+    return f'<meta http-equiv="refresh" content="{chrome.refresh}">'
+
+
+def _refresh_form(chrome: Chrome) -> str:
+    """A form that shows the page again with another refresh interval (its query kept)."""
+    kept = "".join(
+        f'<input type="hidden" name="{esc(k)}" value="{esc(v)}">'
+        for k, v in chrome.query.items()
+        if k not in ("refresh", "token")
+    )
+    choices = "".join(
+        f'<option value="{n}"{" selected" if n == chrome.refresh else ""}>'
+        f"{'off' if n == 0 else f'every {n} s'}</option>"
+        for n in REFRESH_CHOICES
+    )
+    return (
+        f'<form class="refresh" method="get" action="{esc(chrome.path)}">{kept}'
+        f'<label>Refresh <select name="refresh">{choices}</select></label>'
+        '<button type="submit">Set</button></form>'
     )
 
 
@@ -93,12 +132,16 @@ def instances_page(
     workflow: str | None,
     status_value: str | None,
     stuck: bool,
+    *,
+    search: str | None = None,
 ) -> str:
-    """The instance list with its filters and paging."""
+    """The instance list with its filters, search (instance id or business key) and paging."""
     workflows = _options(sorted(chrome.app.workflows), workflow, "all workflows")
     statuses = _options([s.value for s in Lifecycle], status_value, "any status")
     form = (
         '<form class="filters" method="get" action="/instances">'
+        '<label>Instance id or key <input type="search" name="q" '
+        f'value="{esc(search or "")}" placeholder="e.g. PR-1"></label>'
         f'<label>Workflow <select name="workflow">{workflows}</select></label>'
         f'<label>Status <select name="status">{statuses}</select></label>'
         f'<label><input type="checkbox" name="stuck" value="1"{" checked" if stuck else ""}>'
@@ -121,7 +164,13 @@ def instances_page(
         "<th>Status</th><th>Events</th><th>Parked</th><th>Started</th><th>Last event</th>"
         f"</tr></thead><tbody>{rows}</tbody></table>"
     )
-    query = {"workflow": workflow, "status": status_value, "stuck": "1" if stuck else None}
+    query = {
+        "q": search,
+        "workflow": workflow,
+        "status": status_value,
+        "stuck": "1" if stuck else None,
+        "refresh": chrome.refresh or None,
+    }
     end = page.offset + len(page.rows)
     pager = [f"<span>{page.offset + 1} to {end} of {page.total}</span>"]
     if page.offset > 0:
@@ -138,11 +187,30 @@ def instance_page(
     drawn: InstanceDiagram,
     parked: Sequence[ParkedCommand],
     payloads: Sequence[tuple[str, str]],
+    *,
+    end_reason: str | None = None,
 ) -> str:
-    """One instance: summary and state, its diagram with its path, parked commands, timeline.
+    """One instance: how it ended (failed or cancelled: the reason, first), summary and state,
+    its diagram with its path, parked commands, and its timeline (one line per event, its
+    payload and metadata opened on demand).
 
     ``payloads`` holds each event's JSON payload and metadata JSON, in history order.
     """
+    ended = ""
+    if view.status in (Lifecycle.FAILED, Lifecycle.CANCELLED):
+        verb = "Failed" if view.status is Lifecycle.FAILED else "Cancelled"
+        because = f": {esc(end_reason)}" if end_reason else ""
+        ended = f'<p class="ended {esc(view.status.value)}"><b>{verb}</b>{because}</p>'
+    elif parked:
+        ended = (
+            f'<p class="ended failed"><b>Waiting on {len(parked)} parked command'
+            f"{'s' if len(parked) > 1 else ''}</b>: it goes on once retried.</p>"
+        )
+    cancel = (
+        f"<p>{_button(chrome, 'cancel', view.stream, 'Cancel this instance')}</p>"
+        if view.status is Lifecycle.RUNNING
+        else ""
+    )
     summary = (
         '<dl class="summary">'
         f"<dt>Workflow</dt><dd>{_link_workflow(view.workflow)}</dd>"
@@ -166,16 +234,20 @@ def instance_page(
     items = []
     for entry, (payload, metadata) in zip(view.history, payloads, strict=True):
         items.append(
-            '<li class="event">'
-            f'<div class="event-head"><span class="rev">#{entry.revision}</span>'
+            '<li class="event"><details><summary>'
+            f'<span class="rev">#{entry.revision}</span>'
             f'<span class="type">{esc(entry.type)}</span>'
             f'<span class="meta">position {entry.position} · {_time(entry.recorded_at)}</span>'
-            "</div>"
+            "</summary>"
             f'<pre class="payload">{esc(payload)}</pre>'
-            f'<pre class="metadata">{esc(metadata)}</pre></li>'
+            f'<pre class="metadata">{esc(metadata)}</pre></details></li>'
         )
-    timeline = f'<section><h2>Timeline</h2><ol class="timeline">{"".join(items)}</ol></section>'
-    return layout(chrome, view.stream, summary + diagram + parked_html + timeline)
+    timeline = (
+        '<section><h2>Timeline</h2><p class="hint">One line per event; open one for its '
+        f'payload and metadata.</p><ol class="timeline">{"".join(items)}</ol></section>'
+    )
+    body = ended + cancel + summary + diagram + parked_html + timeline
+    return layout(chrome, view.stream, body)
 
 
 def pretty(data: bytes) -> str:
@@ -204,9 +276,10 @@ def workflow_page(chrome: Chrome, name: str, definition: Diagram, seen: Diagram)
     body = (
         '<section class="diagram-box"><h2>Definition</h2>'
         "<p>Explored from <code>decide</code> and <code>evolve</code> with generated inputs.</p>"
+        f"{_fails_on_error(chrome, name)}"
         f"{svg.render(definition, title=f'{name} definition')}"
         f"<details><summary>Mermaid</summary><pre>{esc(to_mermaid(definition))}</pre></details>"
-        "</section>"
+        f"{_gaps(definition)}</section>"
         '<section class="diagram-box"><h2>Observed</h2>'
         "<p>The transitions the stored instances took, with how many times.</p>"
     )
@@ -222,6 +295,36 @@ def workflow_page(chrome: Chrome, name: str, definition: Diagram, seen: Diagram)
         "</section>"
     )
     return layout(chrome, name, body, "/workflows")
+
+
+def _fails_on_error(chrome: Chrome, name: str) -> str:
+    """A note for a workflow whose instances fail when ``decide`` raises: those ends are real
+    but not drawn (exploring drops an input ``decide`` raises on)."""
+    if chrome.app.workflows[name].workflow.on_error != "fail":
+        return ""
+    return (
+        '<p class="note">This workflow fails an instance when <code>decide</code> raises '
+        '(<code>on_error="fail"</code>): any state can end <b>failed</b> that way; those ends '
+        "are not drawn.</p>"
+    )
+
+
+def _gaps(definition: Diagram) -> str:
+    """What exploring could not do, said under the definition diagram."""
+    if not definition.gaps and not definition.exhausted:
+        return ""
+    items = "".join(f"<li>{esc(str(gap))}</li>" for gap in definition.gaps)
+    budget = (
+        '<p class="notice">Exploring stopped when its budget ran out: states may be missing.</p>'
+        if definition.exhausted
+        else ""
+    )
+    return (
+        f'<details class="gaps"><summary>Not explored ({len(definition.gaps)})</summary>'
+        "<p>Input types no drawn value of which a state accepted, with what the last one "
+        f"raised (an input a state does not expect shows here too).</p>{budget}"
+        f"<ul>{items}</ul></details>"
+    )
 
 
 # -- parked, skipped, processors ---------------------------------------------------------
@@ -281,19 +384,131 @@ def skipped_page(chrome: Chrome, skipped: Sequence[SkippedInput]) -> str:
 
 
 def processors_page(chrome: Chrome, rows: Sequence[ProcessorRow], now: datetime) -> str:
-    """Each processor's checkpoint, pending events and how old the oldest of them is."""
+    """Each processor's checkpoint, the inputs it has to do, the timers waiting, and its lag."""
     body = "".join(
-        f'<tr><td>{esc(r.name)}</td><td class="num">{"" if r.checkpoint is None else r.checkpoint}'
-        f'</td><td class="num">{r.pending}{"+" if r.capped else ""}</td>'
-        f"<td>{_age(now, r.oldest_pending_at)}</td></tr>"
+        f"<tr><td>{esc(r.name)}</td><td>{_checkpoint(r)}</td>"
+        f'<td class="num">{_pending(r)}</td>'
+        f'<td class="num">{r.waiting if r.name.endswith(".timers") else ""}</td>'
+        f"<td>{_lag(now, r)}</td></tr>"
         for r in rows
     )
     table = (
         '<table class="processors"><thead><tr><th>Processor</th><th>Checkpoint (position)</th>'
-        f"<th>Pending events (up to {LAG_CAP})</th><th>Lag (oldest pending)</th></tr></thead>"
+        f"<th>Pending inputs (up to {LAG_CAP})</th><th>Timers not due</th>"
+        "<th>Lag (oldest pending)</th></tr></thead>"
         f"<tbody>{body}</tbody></table>"
     )
-    return layout(chrome, "Processors", table, "/processors")
+    note = (
+        '<p class="note">Pending: the inputs a processor has yet to do, each partition\'s '
+        "counted after its own checkpoint. A timer is pending once due, unless it fired or its "
+        "instance ended (then it is dropped); before that it waits. The command processor moves "
+        "its checkpoint on in batches, so some of its commands may have concluded already: its "
+        'figures are upper bounds ("at most"). Lag: how long the oldest pending input has '
+        "waited (a timer: since it fell due), as the <code>decider.processor.lag</code> gauge "
+        "measures it, read here from the stored checkpoints. "
+        '<a href="/partitions">Partitions and processes</a></p>'
+    )
+    return layout(chrome, "Processors", table + note, "/processors")
+
+
+def _checkpoint(row: ProcessorRow) -> str:
+    shown = "none yet" if row.checkpoint is None else str(row.checkpoint)
+    if row.partitions:
+        return f'{esc(shown)} <span class="hint">(lowest of {row.partitions} partitions)</span>'
+    return esc(shown)
+
+
+def _pending(row: ProcessorRow) -> str:
+    text = f"{row.pending}{'+' if row.capped else ''}"
+    return text if row.exact or row.pending == 0 else f"at most {text}"
+
+
+def _lag(now: datetime, row: ProcessorRow) -> str:
+    if row.oldest_pending_at is None:
+        return "none pending"
+    age = _age(now, row.oldest_pending_at)
+    return age if row.exact else f"at most {age}"
+
+
+def partitions_page(chrome: Chrome, view: PartitionsView, now: datetime) -> str:
+    """The processes of the app's group and every partition: owner, lease expiry, and each
+    processor's checkpoint, pending inputs and lag there."""
+    beat = (
+        f"last at {_time(view.heartbeat_at)} ({_age(now, view.heartbeat_at)} ago)"
+        if view.heartbeat_at is not None
+        else "none (no service running, or it stopped gracefully)"
+    )
+    head = f'<p class="note">Service heartbeat (<code>decider run</code>): {beat}.</p>'
+    if not view.partitioned:
+        work = view.partitions[0].work if view.partitions else []
+        text = (
+            '<p class="empty">This app has not run partitioned on this store '
+            "(<code>--partitions all</code>): one process does all the work, under each "
+            "processor's own checkpoint.</p>"
+        )
+        return layout(chrome, "Partitions", head + text + _work_table(work, now), "/partitions")
+    if view.processes:
+        rows = "".join(
+            f"<tr><td>{esc(p.owner)}</td><td>{_until(now, p.expires_at)}</td>"
+            f'<td class="num">{len(p.held)}</td>'
+            f"<td>{esc(', '.join(str(n) for n in p.held))}</td></tr>"
+            for p in view.processes
+        )
+        processes = (
+            '<table class="processes"><thead><tr><th>Process</th><th>Member lease '
+            "(renewed by its heartbeat)</th><th>Partitions</th><th>Which</th></tr></thead>"
+            f"<tbody>{rows}</tbody></table>"
+        )
+    else:
+        processes = '<p class="empty">No process holds a member lease now.</p>'
+    names = [w.processor for w in view.partitions[0].work] if view.partitions else []
+    cells = "".join(f"<th>{esc(chrome_short(chrome, n))}</th>" for n in names)
+    rows = "".join(
+        f'<tr><td class="num">{part.number}</td><td>{esc(part.owner or "free")}</td>'
+        f'<td class="num">{part.epoch}</td><td>{_until(now, part.expires_at)}</td>'
+        + "".join(f"<td>{_cell(w, now)}</td>" for w in part.work)
+        + "</tr>"
+        for part in view.partitions
+    )
+    table = (
+        '<table class="partitions"><thead><tr><th>Partition</th><th>Owner</th><th>Epoch</th>'
+        f"<th>Lease</th>{cells}</tr></thead><tbody>{rows}</tbody></table>"
+        '<p class="note">Each processor cell: checkpoint (position) · pending inputs of that '
+        "partition · lag (the oldest pending input's age). See Processors for what counts as "
+        "pending.</p>"
+    )
+    body = head + "<h2>Processes</h2>" + processes + "<h2>Partitions</h2>" + table
+    return layout(chrome, "Partitions", body, "/partitions")
+
+
+def chrome_short(chrome: Chrome, processor: str) -> str:
+    """A processor's name without its app's prefix (``workflow.Order``, ``commands``)."""
+    return processor.removeprefix(f"{chrome.app.name}.")
+
+
+def _work_table(work: Sequence[Progress], now: datetime) -> str:
+    rows = "".join(f"<tr><td>{esc(w.processor)}</td><td>{_cell(w, now)}</td></tr>" for w in work)
+    return (
+        '<table class="partitions"><thead><tr><th>Processor</th><th>Checkpoint · pending · lag'
+        f"</th></tr></thead><tbody>{rows}</tbody></table>"
+    )
+
+
+def _cell(work: Progress, now: datetime) -> str:
+    mark = "none" if work.checkpoint is None else str(work.checkpoint)
+    pending = f"{work.pending}{'+' if work.capped else ''}"
+    if not work.exact and work.pending:
+        pending = f"at most {pending}"
+    lag = "none pending" if work.oldest_pending_at is None else _age(now, work.oldest_pending_at)
+    waiting = f" · {work.waiting} not due" if work.waiting else ""
+    return f"@{esc(mark)} · {esc(pending)} · {esc(lag)}{esc(waiting)}"
+
+
+def _until(now: datetime, at: datetime | None) -> str:
+    if at is None:
+        return ""
+    state = "expired" if at <= now else "until"
+    return f'<span class="lease-{state}">{state} {_time(at)}</span>'
 
 
 # -- actions -----------------------------------------------------------------------------
@@ -303,11 +518,18 @@ ACTIONS: Mapping[str, str] = {
     "redrive": "Hand the skipped input of record {id} to its processor again, as "
     "'decider skipped redrive' does (an input is appended again to the stream it was in; a "
     "command is re-queued through the parked-command ledger).",
+    "cancel": "Ask the instance {id} to cancel, as 'decider cancel' does: a cancel request is "
+    "recorded; the workflow compensates and cancels, or is cancelled at once if it does not "
+    "decide on cancel requests. It cannot be undone.",
 }
 """What each action does, as the confirmation page says it."""
 
-_VERBS = {"retry": "Retry the command", "redrive": "Re-drive the input"}
-_BACK = {"retry": "/parked", "redrive": "/skipped"}
+_VERBS = {
+    "retry": "Retry the command",
+    "redrive": "Re-drive the input",
+    "cancel": "Cancel the instance",
+}
+_BACK = {"retry": "/parked", "redrive": "/skipped", "cancel": "/instances"}
 
 
 def confirm_page(chrome: Chrome, action: str, target: str, needs_token: bool) -> str:
@@ -318,12 +540,19 @@ def confirm_page(chrome: Chrome, action: str, target: str, needs_token: bool) ->
         if needs_token
         else ""
     )
+    reason = (
+        '<label>Reason (given to the workflow) <input type="text" name="reason" '
+        'maxlength="500" required></label>'
+        if action == "cancel"
+        else ""
+    )
+    back = href("/instance", stream=target) if action == "cancel" else _BACK[action]
     body = (
         f'<p class="confirm-text">{esc(ACTIONS[action].format(id=target))}</p>'
         f'<form class="confirm" method="post" action="/actions/{esc(action)}">'
-        f'<input type="hidden" name="id" value="{esc(target)}">{token}'
+        f'<input type="hidden" name="id" value="{esc(target)}">{reason}{token}'
         f'<button type="submit" class="danger" id="confirm">{esc(_VERBS[action])}</button> '
-        f'<a href="{_BACK[action]}">Cancel</a></form>'
+        f'<a href="{back}">Back</a></form>'
     )
     return layout(chrome, "Confirm", body)
 

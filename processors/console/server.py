@@ -5,9 +5,10 @@ Safety, in one place:
 - it listens on loopback unless told otherwise, and answers only requests whose ``Host`` is
   the address it listens on (a page of another site cannot reach it by DNS rebinding);
 - it is read-only unless started with ``actions=True``; then an action (retry a parked command,
-  re-drive a skipped input) is a POST from the console's own confirmation page that carries the
-  token printed at start: as a form field, or as the cookie that opening the printed URL sets
-  (``HttpOnly``, ``SameSite=Strict``); a POST whose ``Origin`` is another site is refused;
+  re-drive a skipped input, cancel a running instance) is a POST from the console's own
+  confirmation page that carries the token printed at start: as a form field, or as the
+  cookie that opening the printed URL sets (``HttpOnly``, ``SameSite=Strict``); a POST whose
+  ``Origin`` is another site is refused;
 - every response carries a Content-Security-Policy that allows no script at all, styles and
   images from the console only, and forms that post only to the console; stored data is
   escaped where it is written into a page (:mod:`decider.processors.console.pages`).
@@ -22,16 +23,19 @@ import logging
 import secrets
 import threading
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from http import HTTPStatus
 from typing import Any
+
+import attrs
 
 from decider.diagram import Diagram
 from decider.processors import skipped
 from decider.processors.app import App
 from decider.processors.console import data, pages
-from decider.processors.errors import NotParked
+from decider.processors.errors import InstanceEnded, NotParked
+from decider.processors.operations import OperationError, request_cancel
 from decider.processors.queries import list_parked, retry_parked, show
 from decider.stores.errors import CorruptEvent, StoreError
 from decider.stores.protocol import EventStore
@@ -50,7 +54,16 @@ COOKIE = "decider_console_token"
 
 _MAX_BODY = 16_384
 _PAGES = frozenset(
-    ("/instances", "/instance", "/workflows", "/workflow", "/parked", "/skipped", "/processors")
+    (
+        "/instances",
+        "/instance",
+        "/workflows",
+        "/workflow",
+        "/parked",
+        "/skipped",
+        "/processors",
+        "/partitions",
+    )
 )
 _STATIC = {"console.css": "text/css; charset=utf-8"}
 
@@ -59,7 +72,8 @@ class Console:
     """The console's state: app, store, whether actions are allowed, their token, diagrams.
 
     ``token`` is drawn at random (``secrets``) unless given. Definition diagrams are explored
-    once per workflow and kept.
+    once per workflow and kept, drawing the input types ``strategies`` names from the
+    strategies given (see :func:`decider.processors.console.data.definition`).
     """
 
     def __init__(
@@ -71,6 +85,7 @@ class Console:
         token: str | None = None,
         stuck_after: timedelta | None = None,
         page_size: int = 50,
+        strategies: Mapping[str, Any] | None = None,
     ) -> None:
         self.app = app
         self.store = store
@@ -78,6 +93,7 @@ class Console:
         self.token = token or secrets.token_urlsafe(24)
         self.stuck_after = stuck_after
         self.page_size = page_size
+        self.strategies = dict(strategies or {})
         self.chrome = pages.Chrome(app, actions)
         self._definitions: dict[str, Diagram] = {}
         self._lock = threading.Lock()
@@ -91,12 +107,18 @@ class Console:
         with self._lock:
             if workflow not in self._definitions:
                 try:
-                    found = data.definition(self.app, workflow)
+                    found = data.definition(self.app, workflow, strategies=self._of(workflow))
                 except Exception as exc:
                     LOGGER.warning("console: cannot explore %s: %r", workflow, exc)
                     found = data.bare_definition(self.app, workflow)
                 self._definitions[workflow] = found
             return self._definitions[workflow]
+
+    def _of(self, workflow: str) -> dict[str, Any]:
+        """The strategies of the input types of ``workflow`` (the others are another's)."""
+        registration = self.app.workflows[workflow]
+        names = {*registration.inputs, *(r.cls.__name__ for r in registration.inputs.values())}
+        return {name: s for name, s in self.strategies.items() if name in names}
 
     def token_ok(self, given: str | None) -> bool:
         """Whether ``given`` is the action token (compared in constant time)."""
@@ -123,6 +145,7 @@ def make_server(
 
 class _Handler(http.server.BaseHTTPRequestHandler):
     console: Console
+    chrome: pages.Chrome  # the console's, for the request being served
     server_version = "decider-console"
     sys_version = ""
 
@@ -138,29 +161,33 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self._serve(self._post)
 
     def _serve(self, route: Callable[[str, dict[str, str]], str | None]) -> None:
+        self.chrome = self.console.chrome
         try:
             self._check_host()
             url = urllib.parse.urlsplit(self.path)
             query = dict(urllib.parse.parse_qsl(url.query))
+            self.chrome = attrs.evolve(
+                self.console.chrome, path=url.path, query=query, refresh=_refresh(query)
+            )
             page = route(url.path, query)
             if page is not None:
                 self._send(HTTPStatus.OK, page.encode())
         except _Answer as answer:
-            page = pages.message_page(self.console.chrome, answer.title, answer.text, "/", "error")
+            page = pages.message_page(self.chrome, answer.title, answer.text, "/", "error")
             self._send(answer.status, page.encode())
         except CorruptEvent as exc:
-            page = pages.message_page(self.console.chrome, "Corrupt event", str(exc), "/", "error")
+            page = pages.message_page(self.chrome, "Corrupt event", str(exc), "/", "error")
             self._send(HTTPStatus.UNPROCESSABLE_ENTITY, page.encode())
         except StoreError as exc:
             LOGGER.warning("console: store error: %s", exc)
             page = pages.message_page(
-                self.console.chrome, "Store unavailable", f"{type(exc).__name__}: {exc}", "/"
+                self.chrome, "Store unavailable", f"{type(exc).__name__}: {exc}", "/"
             )
             self._send(HTTPStatus.SERVICE_UNAVAILABLE, page.encode())
         except Exception:
             LOGGER.exception("console: %s %s failed", self.command, self.path)
             page = pages.message_page(
-                self.console.chrome, "Error", "The console failed; see its log.", "/", "error"
+                self.chrome, "Error", "The console failed; see its log.", "/", "error"
             )
             self._send(HTTPStatus.INTERNAL_SERVER_ERROR, page.encode())
 
@@ -206,7 +233,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if path.startswith("/static/"):
             self._static(path.removeprefix("/static/"))
             return None
-        chrome, store, app = console.chrome, console.store, console.app
+        chrome, store, app = self.chrome, console.store, console.app
         match path:
             case "/":
                 self._redirect("/instances")
@@ -226,8 +253,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             case "/skipped":
                 return pages.skipped_page(chrome, data.list_skipped(store, app))
             case "/processors":
-                rows = data.processor_rows(store, app)
-                return pages.processors_page(chrome, rows, datetime.now(UTC))
+                now = datetime.now(UTC)
+                return pages.processors_page(chrome, data.processor_rows(store, app, now), now)
+            case "/partitions":
+                now = datetime.now(UTC)
+                return pages.partitions_page(chrome, data.partitions_view(store, app, now), now)
             case "/confirm":
                 return self._confirm(query)
         raise _Answer(HTTPStatus.NOT_FOUND, "Not found", f"no page {path}")
@@ -249,8 +279,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         resource = importlib.resources.files("decider.processors.console") / "static" / name
         self._send(HTTPStatus.OK, resource.read_bytes(), _STATIC[name])
 
-    def _instances(self, query: dict[str, str]) -> str:
+    def _instances(self, query: dict[str, str]) -> str | None:
         console = self.console
+        search = query.get("q", "").strip() or None
         workflow = query.get("workflow") or None
         if workflow is not None:
             self._workflow_name(workflow)
@@ -269,11 +300,17 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             status_value=status_value,
             stuck_only=stuck,
             stuck_after=console.stuck_after,
+            search=search,
             offset=offset,
             limit=console.page_size,
         )
-        body = pages.instances_page(console.chrome, page, workflow, status_value, stuck)
-        return pages.layout(console.chrome, "Instances", body, "/instances")
+        if search is not None and page.total == 1:
+            (row,) = page.rows
+            if search in (row.stream, data.instance_id(console.app, row)):
+                self._redirect(pages.href("/instance", stream=row.stream).replace("&amp;", "&"))
+                return None  # the one instance of that id or key: its page
+        body = pages.instances_page(self.chrome, page, workflow, status_value, stuck, search=search)
+        return pages.layout(self.chrome, "Instances", body, "/instances")
 
     def _instance(self, stream: str) -> str:
         console = self.console
@@ -298,7 +335,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             )
             for e in view.history
         ]
-        return pages.instance_page(console.chrome, view, drawn, parked, payloads)
+        return pages.instance_page(
+            self.chrome, view, drawn, parked, payloads, end_reason=data.end_reason(view)
+        )
 
     def _workflow_name(self, name: str) -> str:
         if name not in self.console.app.workflows:
@@ -311,7 +350,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if not target:
             raise _Answer(HTTPStatus.BAD_REQUEST, "Bad request", "no id given")
         needs_token = not self.console.token_ok(self._cookie())
-        return pages.confirm_page(self.console.chrome, action, target, needs_token)
+        return pages.confirm_page(self.chrome, action, target, needs_token)
 
     # -- acting -------------------------------------------------------------------------
 
@@ -333,12 +372,16 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if not (self.console.token_ok(form.get("token")) or self.console.token_ok(self._cookie())):
             raise _Answer(HTTPStatus.FORBIDDEN, "Forbidden", "the action token is missing or wrong")
         target = form.get("id", "")
-        console, chrome = self.console, self.console.chrome
+        console, chrome = self.console, self.chrome
+        if action == "cancel":
+            return self._cancel(target, form.get("reason", "").strip())
         if action == "retry":
             try:
                 request = retry_parked(console.store, console.app, target)
             except NotParked as exc:
                 raise _Answer(HTTPStatus.CONFLICT, "Not parked", str(exc)) from None
+            except InstanceEnded as exc:
+                raise _Answer(HTTPStatus.CONFLICT, "Instance ended", str(exc)) from None
             LOGGER.info("console: retry of parked command %s requested (%s)", target, request)
             text = (
                 f"Retry of command {target} requested ({request}); "
@@ -353,6 +396,25 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         LOGGER.info("console: skipped input %s re-driven as %s", target, copy)
         text = f"Skipped input {target} re-driven as event {copy}; a running service handles it."
         return pages.message_page(chrome, "Input re-driven", text, "/skipped")
+
+    def _cancel(self, stream: str, reason: str) -> str:
+        console = self.console
+        if not reason:
+            raise _Answer(HTTPStatus.BAD_REQUEST, "Bad request", "a cancel needs a reason")
+        try:
+            request = request_cancel(console.store, console.app, stream, reason)
+        except OperationError as exc:
+            raise _Answer(HTTPStatus.CONFLICT, "Not cancelled", str(exc)) from None
+        if request.already:
+            text = f"A cancel of {stream} was already requested ({request.message_id})."
+        else:
+            LOGGER.info("console: cancel of %s requested (%s)", stream, request.message_id)
+            text = (
+                f"Cancel of {stream} requested ({request.message_id}); a running service "
+                "delivers it to the instance."
+            )
+        back = pages.href("/instance", stream=stream).replace("&amp;", "&")
+        return pages.message_page(self.chrome, "Cancel requested", text, back)
 
     def _form(self) -> dict[str, str]:
         try:
@@ -400,6 +462,15 @@ def serve(
         server.serve_forever(poll_interval=0.2)
     finally:
         server.server_close()
+
+
+def _refresh(query: dict[str, str]) -> int:
+    """The page refresh interval a query asks for: one of the choices offered, else none."""
+    try:
+        asked = int(query.get("refresh", "0"))
+    except ValueError:
+        return 0
+    return asked if asked in pages.REFRESH_CHOICES else 0
 
 
 def _address(server: Any) -> tuple[str, int]:

@@ -91,9 +91,9 @@ def render(diagram: Diagram, classes: Mapping[str, str] | None = None, *, title:
         row = sorted((e for e in straight if e[0].layer == depth), key=lambda e: e[0].x + e[1].x)
         for index, (a, b, lines) in enumerate(row):
             _straight(canvas, a, b, lines, left=len(row) > 1 and index < len(row) / 2)
-    for name, status in diagram.terminals.items():
+    for name, kinds in diagram.terminals.items():
         if name in nodes:
-            _end(canvas, nodes[name], status)
+            _end(canvas, nodes[name], " / ".join(kinds))
     # Around everything drawn so far, each one further out than the last.
     for a, b, lines in around:
         if b.layer > a.layer:
@@ -275,7 +275,8 @@ def _start(canvas: _Canvas, node: _Node) -> None:
 
 
 def _end(canvas: _Canvas, node: _Node, status: str) -> None:
-    """The end marker beside a terminal state (below it when a loop is on its right)."""
+    """The end marker beside a terminal state (below it when a loop is on its right),
+    labelled with every way instances end there (``completed / failed``)."""
     if node.loop:
         x, y = node.x + node.width / 4, node.y + _NODE_H + 30
         _path(canvas, f"M{x:.1f},{node.y + _NODE_H:.1f} L{x:.1f},{y - 9:.1f}")

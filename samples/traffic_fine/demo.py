@@ -1,6 +1,6 @@
 """``make demo``: the traffic-fine service on SQLite, run the way users run it.
 
-1. start ``decider run samples.traffic_fine:app --store sqlite:///<fresh file>`` as a
+1. start ``decider run samples.traffic_fine:app --store sqlite:///PATH`` (a fresh file) as a
    subprocess (its log goes to ``service.log`` beside the database);
 2. publish police reports from this process (mostly speeding, some parking);
 3. watch the store until every workflow has completed, printing progress every 0.5 s, and

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import sys
 import threading
 import time
 
@@ -198,6 +199,49 @@ class LogContract:
         assert ids_of(_events(received[1:])) == ids_of(event)
         assert subscription.poll(0) is None
 
+    def test_wake_returns_a_blocked_poll_and_the_subscription_goes_on(self, scope: Scope) -> None:
+        subscription = scope.store.subscribe(scope.start, scope.filter())
+        try:
+            assert isinstance(take(subscription, 1)[0], CaughtUp)
+            returned: list[object] = []
+            done = threading.Event()
+
+            def block() -> None:
+                returned.append(subscription.poll(None))
+                done.set()
+
+            waiter = threading.Thread(target=block, daemon=True)
+            waiter.start()
+            wait_until(lambda: not waiter.is_alive() or _blocked(waiter))
+            subscription.wake()
+            assert done.wait(DEFAULT_TIMEOUT), "wake() did not return a blocked poll"
+            assert returned == [None]
+            assert not subscription.stopped, "wake() must not end the subscription"
+            event = new_events(1)
+            scope.store.append(scope.stream(), event, NO_STREAM)
+            assert ids_of(_events(take(subscription, 1))) == ids_of(event)
+        finally:
+            subscription.stop()
+
+    def test_a_wake_before_the_poll_returns_the_next_wait_at_once(self, scope: Scope) -> None:
+        with subscribed(scope.store, scope.start, scope.filter()) as subscription:
+            assert isinstance(take(subscription, 1)[0], CaughtUp)
+            subscription.wake()
+            returned: list[object] = []
+            done = threading.Event()
+
+            def poll() -> None:  # without the wake, it would wait ten times the test's patience
+                returned.append(subscription.poll(DEFAULT_TIMEOUT * 10))
+                done.set()
+
+            threading.Thread(target=poll, daemon=True).start()
+            assert done.wait(DEFAULT_TIMEOUT), "a wake() before poll() was lost"
+            assert returned == [None]
+            assert not subscription.stopped
+            event = new_events(1)
+            scope.store.append(scope.stream(), event, NO_STREAM)
+            assert ids_of(_events(take(subscription, 1))) == ids_of(event)
+
     def test_close_wakes_a_blocked_subscription(self, scope: Scope) -> None:
         subscription = scope.store.subscribe(scope.start, scope.filter())
         assert isinstance(take(subscription, 1)[0], CaughtUp)
@@ -210,3 +254,13 @@ class LogContract:
         threading.Thread(target=block, daemon=True).start()
         scope.store.close()
         assert returned.wait(DEFAULT_TIMEOUT), "close() did not wake a blocked poll"
+
+
+def _blocked(thread: threading.Thread) -> bool:
+    """Whether ``thread`` is waiting (its frame is in a wait or a queue's get)."""
+    frame = sys._current_frames().get(thread.ident or -1)
+    while frame is not None:
+        if frame.f_code.co_name in {"wait", "get", "wait_for"}:
+            return True
+        frame = frame.f_back
+    return False

@@ -75,6 +75,13 @@ EXPECTED_KEYS = {
     "scaleout_postgres_2",
     "scaleout_postgres_failover",
     "scaleout_postgres_growth",
+    "alone_memory_inproc",
+    "alone_sqlite_inproc",
+    "alone_sqlite_run",
+    "alone_request_median_sqlite_run",
+    "alone_request_p99_sqlite_run",
+    "alone_postgres_inproc",
+    "alone_postgres_run",
 }
 
 _UNREACHABLE = "postgresql://bench:s3cret@127.0.0.1:1/nowhere"
@@ -157,6 +164,28 @@ def test_latency_figures_cover_every_length(quick_report: dict[str, Any]) -> Non
         assert extra["lengths"] == [10, 1_000, 10_000]
         assert all(extra["warm_ms"][str(n)] > 0 for n in extra["lengths"])
         assert all(extra["cold_ms"][str(n)] > 0 for n in extra["lengths"])
+
+
+def test_one_at_a_time_figures_carry_latencies_and_their_yardstick(
+    quick_report: dict[str, Any],
+) -> None:
+    figures = {r["key"]: r for r in quick_report["results"]}
+    raw = figures["append_single"]["baseline_rate"]
+    raw_pg = figures["append_pg_single"]["baseline_rate"]
+    for key, figure in figures.items():
+        if not key.startswith("alone_"):
+            continue
+        extra = figure["extra"]
+        for name in ("workflow_median_ms", "workflow_p99_ms", "request_median_ms"):
+            assert math.isfinite(extra[name]) and extra[name] > 0, (key, name)
+        assert extra["workflow_median_ms"] <= extra["workflow_p99_ms"], key
+        assert extra["request_median_ms"] <= extra["request_p99_ms"], key
+        if key.startswith("alone_sqlite"):
+            assert figure["baseline"] == "R" and figure["baseline_rate"] == raw
+        if key.startswith("alone_postgres"):
+            assert figure["baseline"] == "R_pg" and figure["baseline_rate"] == raw_pg
+    request = figures["alone_request_median_sqlite_run"]
+    assert request["rate"] == request["extra"]["request_median_ms"]
 
 
 def test_one_group_runs_alone_and_serialises() -> None:

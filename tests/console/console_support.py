@@ -99,6 +99,11 @@ def filled(store: EventStore) -> Iterator[Service]:
         console_app.BROKEN.set()
 
 
+def status_of(store: EventStore, report_id: str) -> Lifecycle:
+    """The status of the instance of ``report_id``."""
+    return show(store, console_app.app, stream(report_id)).status
+
+
 def completed(store: EventStore, report_id: str) -> bool:
     """Whether the instance of ``report_id`` has completed."""
     return show(store, console_app.app, stream(report_id)).status is Lifecycle.COMPLETED

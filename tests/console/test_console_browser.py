@@ -21,6 +21,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.wait import WebDriverWait
 
+from decider import Lifecycle
 from decider.processors import Service
 from decider.stores.sqlite import SqliteEventStore
 from tests.console.console_support import (
@@ -29,6 +30,7 @@ from tests.console.console_support import (
     completed,
     console_process,
     filled_store,
+    status_of,
     stream,
 )
 from tests.support import console_app
@@ -136,7 +138,12 @@ def test_a_person_sees_instances_timelines_diagrams_and_retries_a_parked_command
         "Sent:fines.GenerateTrafficFineSystemNumber",
     ]
     assert "Received:fines.TrafficFineSystemNumberGenerated" in types
+    # One line per event: the payload shows once the event is opened.
+    assert "Waiting on 1 parked command" in browser.find_element(By.CSS_SELECTOR, ".ended").text
     payloads = browser.find_elements(By.CSS_SELECTOR, ".timeline .payload")
+    assert not any(p.is_displayed() for p in payloads)
+    browser.find_elements(By.CSS_SELECTOR, ".timeline summary")[1].click()
+    assert payloads[1].is_displayed() and not payloads[2].is_displayed()
     assert '"police_report_id": "PR-PARK"' in payloads[1].text
     assert "message_id" in browser.find_elements(By.CSS_SELECTOR, ".timeline .metadata")[1].text
     assert (
@@ -163,6 +170,8 @@ def test_a_person_sees_instances_timelines_diagrams_and_retries_a_parked_command
     # The stored <script> shows as text and runs nowhere.
     browser.get(f"{console.url}instance?stream={stream('PR-XSS')}")
     _wait(browser, ".timeline")
+    for line in browser.find_elements(By.CSS_SELECTOR, ".timeline summary"):
+        line.click()
     assert any(XSS in p.text for p in browser.find_elements(By.CSS_SELECTOR, ".timeline .payload"))
     assert browser.find_elements(By.TAG_NAME, "script") == []
     assert browser.title != "pwned"
@@ -174,9 +183,13 @@ def test_a_person_sees_instances_timelines_diagrams_and_retries_a_parked_command
     assert "the route returned None" in browser.find_element(By.CSS_SELECTOR, "table.skipped").text
     browser.find_element(By.LINK_TEXT, "Processors").click()
     _wait(browser, "table.processors")
-    assert (
-        "console-fines.commands" in browser.find_element(By.CSS_SELECTOR, "table.processors").text
-    )
+    processors = browser.find_element(By.CSS_SELECTOR, "table.processors").text
+    assert "console-fines.commands" in processors
+    _screenshot(browser, "processors")
+    browser.find_element(By.LINK_TEXT, "Partitions").click()
+    _wait(browser, "table.partitions")
+    assert "has not run partitioned" in browser.find_element(By.TAG_NAME, "main").text
+    _screenshot(browser, "partitions")
     browser.find_element(By.LINK_TEXT, "Workflows").click()
     browser.find_element(By.LINK_TEXT, "IssueTrafficFineForSpeedingViolation").click()
     _wait(browser, "svg.diagram")
@@ -202,3 +215,48 @@ def test_a_person_sees_instances_timelines_diagrams_and_retries_a_parked_command
     assert "current" in (final.get_attribute("class") or "")
     browser.find_element(By.LINK_TEXT, "Parked commands").click()
     _wait(browser, "main p.empty")
+
+
+def test_a_person_finds_a_failed_instance_sets_a_refresh_and_cancels_one(
+    browser: WebDriver, world: tuple[SqliteEventStore, Service, ConsoleProcess]
+) -> None:
+    store, service, console = world
+    browser.get(f"{console.url}?token={console.token}")
+    _wait(browser, "table.instances")
+    # Search by the business key: the one instance opens, its end reason first.
+    search = browser.find_element(By.CSS_SELECTOR, "input[name=q]")
+    search.send_keys("PR-FAIL")
+    search.submit()
+    _wait(browser, "p.ended")
+    assert browser.current_url == f"{console.url}instance?stream={stream('PR-FAIL')}"
+    ended = browser.find_element(By.CSS_SELECTOR, "p.ended")
+    assert ended.text.startswith("Failed: decide raised")
+    assert ended.location["y"] < browser.find_element(By.CSS_SELECTOR, ".summary").location["y"]
+    _screenshot(browser, "instance-failed")
+    # A refresh interval: the page asks the browser to reload it, and the links keep it.
+    refresh = browser.find_element(By.CSS_SELECTOR, "form.refresh select")
+    refresh.find_element(By.CSS_SELECTOR, "option[value='5']").click()
+    browser.find_element(By.CSS_SELECTOR, "form.refresh button").click()
+    _wait(browser, "meta[http-equiv=refresh]")
+    assert "refresh=5" in browser.current_url and "PR-FAIL" in browser.current_url
+    browser.find_element(By.LINK_TEXT, "Instances").click()
+    _wait(browser, "table.instances")
+    assert browser.current_url.endswith("instances?refresh=5")
+    # Cancel a running instance, behind its confirmation and a reason.
+    browser.get(f"{console.url}instance?stream={stream('PR-WAIT')}")
+    _wait(browser, ".summary")
+    browser.find_element(By.LINK_TEXT, "Cancel this instance").click()
+    _wait(browser, "form.confirm")
+    browser.find_element(By.CSS_SELECTOR, "input[name=reason]").send_keys("the driver paid")
+    _screenshot(browser, "confirm-cancel")
+    browser.find_element(By.ID, "confirm").click()
+    _wait(browser, "p.notice")
+    assert "Cancel of" in browser.find_element(By.CSS_SELECTOR, "p.notice").text
+    browser.find_element(By.LINK_TEXT, "Back").click()
+    _wait(browser, ".summary")
+    cancelled = Lifecycle.CANCELLED
+    assert service.wait_until(lambda: status_of(store, "PR-WAIT") is cancelled, 30)
+    browser.refresh()
+    _wait(browser, "p.ended.cancelled")
+    assert browser.find_element(By.CSS_SELECTOR, "p.ended").text == "Cancelled: the driver paid"
+    _screenshot(browser, "instance-cancelled")

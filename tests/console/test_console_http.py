@@ -105,6 +105,8 @@ PAGES = [
     "/parked",
     "/skipped",
     "/processors",
+    "/partitions",
+    "/instances?q=PR&refresh=5",
     "/static/console.css",
 ]
 
@@ -298,3 +300,116 @@ def test_the_console_reads_and_acts_on_postgresql_too() -> None:
             assert service.wait_until(lambda: len(list_skipped(store, console_app.app)) == 2, 30)
         finally:
             running.close()
+
+
+def test_an_instance_page_says_first_why_it_failed(read_only: Running) -> None:
+    body = read_only.request(f"/instance?stream={stream('PR-FAIL')}")[2]
+    ended = body.index('<p class="ended failed"><b>Failed</b>: decide raised ')
+    assert ended < body.index('<dl class="summary">')  # up front, before everything else
+    assert 'class="ended' not in read_only.request(f"/instance?stream={stream('PR-1')}")[2]
+
+
+def test_the_timeline_is_one_line_per_event_with_the_payload_on_demand(
+    read_only: Running, world: tuple[SqliteEventStore, Service]
+) -> None:
+    body = read_only.request(f"/instance?stream={stream('PR-1')}")[2]
+    events = len(world[0].read_stream(stream("PR-1")))
+    timeline = body[body.index('<ol class="timeline">') :]
+    assert timeline.count('<li class="event"><details><summary>') == events
+    assert "<details open" not in timeline
+    assert timeline.count('<pre class="payload">') == events  # inside each, shown when opened
+
+
+def test_search_finds_an_instance_by_its_id_or_key(read_only: Running) -> None:
+    code, headers, _ = read_only.request("/instances?q=PR-1")
+    assert code == 303
+    assert headers["Location"] == f"/instance?stream={stream('PR-1')}"
+    code, headers, _ = read_only.request(f"/instances?q={stream('PR-2')}")
+    assert code == 303 and headers["Location"] == f"/instance?stream={stream('PR-2')}"
+    code, _, body = read_only.request("/instances?q=pr-")  # part of a key, any case: a list
+    assert code == 200 and "1 to 6 of 6" in body and 'value="pr-"' in body
+    body = read_only.request("/instances?q=WAI")[2]
+    assert stream("PR-WAIT") in body and stream("PR-1") not in body
+    assert "No instance matches." in read_only.request("/instances?q=nobody")[2]
+
+
+def test_a_page_refreshes_itself_at_the_interval_chosen(read_only: Running) -> None:
+    body = read_only.request("/processors?refresh=10")[2]
+    assert '<meta http-equiv="refresh" content="10">' in body
+    assert 'href="/instances?refresh=10"' in body  # the navigation keeps the interval
+    assert '<option value="10" selected>every 10 s</option>' in body
+    kept = read_only.request("/instances?status=running&refresh=5")[2]
+    assert '<input type="hidden" name="status" value="running">' in kept
+    for asked in ("7", "x", "0"):
+        assert 'http-equiv="refresh"' not in read_only.request(f"/parked?refresh={asked}")[2]
+
+
+def test_the_workflow_page_says_what_its_definition_does_not_draw(read_only: Running) -> None:
+    body = read_only.request("/workflow?name=IssueTrafficFineForSpeedingViolation")[2]
+    assert '(<code>on_error="fail"</code>): any state can end <b>failed</b>' in body
+    assert "<summary>Not explored (6)</summary>" in body
+    assert "Initial: no TrafficFineSystemNumberGenerated accepted (" in body
+
+
+def test_the_partitions_page_of_an_unpartitioned_app_says_so(read_only: Running) -> None:
+    code, _, body = read_only.request("/partitions")
+    assert code == 200
+    assert "has not run partitioned on this store" in body
+    assert "console-fines.workflow.IssueTrafficFineForSpeedingViolation" in body
+
+
+def test_the_partitions_page_shows_processes_owners_leases_checkpoints_and_lag() -> None:
+    from decider.processors.group import PartitionGroup
+    from decider.stores.memory import MemoryEventStore
+    from samples.traffic_fine.app import REPORTS_STREAM, make_app
+    from tests.processors.test_proc_traffic_fine import all_completed, report
+    from tests.support.partitions import member
+
+    store = MemoryEventStore()
+    app = make_app("shown")
+    group = PartitionGroup(store, app, owner="host-a:1", ttl=30)
+    app.publish_many(store, [report(i) for i in range(20)], REPORTS_STREAM)
+    with member(Service(app, store, group=group)) as service:
+        assert service.wait_until(lambda: all_completed(store, app, 20), 30)
+        assert service.wait_idle(30)
+        running = Running(Console(app, store))
+        try:
+            code, _, body = running.request("/partitions")
+        finally:
+            running.close()
+    assert code == 200, body
+    processes = body[body.index('<table class="processes">') :]
+    assert "<td>host-a:1</td>" in processes and '<td class="num">16</td>' in processes
+    table = body[body.index('<table class="partitions">') :]
+    assert table.count('<tr><td class="num">') == 16
+    assert table.count("<td>host-a:1</td>") == 16
+    assert '<span class="lease-until">until' in table
+    assert "<th>workflow.IssueTrafficFineForSpeedingViolation</th>" in table
+    assert "· 0 · none pending" in table and "@none · 0" not in table.split("timers")[0]
+
+
+def test_cancel_from_the_console_needs_actions_a_reason_and_the_token(
+    read_only: Running, acting: Running, world: tuple[SqliteEventStore, Service]
+) -> None:
+    store, service = world
+    waiting = stream("PR-WAIT")
+    assert "Cancel this instance" not in read_only.request(f"/instance?stream={waiting}")[2]
+    assert read_only.request(f"/confirm?action=cancel&id={waiting}")[0] == 403
+    page = acting.request(f"/instance?stream={waiting}")[2]
+    link = urllib.parse.urlencode({"action": "cancel", "id": waiting})
+    assert f'href="/confirm?{link.replace("&", "&amp;")}">Cancel this instance' in page
+    confirm = acting.request(f"/confirm?{link}")[2]
+    assert 'name="reason"' in confirm and "Cancel the instance" in confirm
+    assert acting.request("/actions/cancel", {"id": waiting, "reason": "x"})[0] == 403
+    assert acting.request("/actions/cancel", {"id": waiting, "token": TOKEN})[0] == 400
+    form = {"id": waiting, "token": TOKEN, "reason": "the guest called"}
+    code, _, body = acting.request("/actions/cancel", form)
+    assert code == 200 and "Cancel of" in body, body
+    assert service.wait_until(
+        lambda: list_instances(store, console_app.app, status_value="cancelled").total == 1, 30
+    )
+    after = acting.request(f"/instance?stream={waiting}")[2]
+    assert '<p class="ended cancelled"><b>Cancelled</b>: the guest called</p>' in after
+    assert "Cancel this instance" not in after
+    code, _, body = acting.request("/actions/cancel", {**form, "id": stream("PR-1")})
+    assert code == 409 and "is completed, not running" in body

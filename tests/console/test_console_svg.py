@@ -55,7 +55,9 @@ def test_every_state_and_arrow_of_a_sample_is_drawn() -> None:
 
 def test_names_labels_and_counts_are_escaped() -> None:
     odd = Transition("<b>", "Done & dusted", 'Go"quote / Send(<i>)')
-    diagram = Diagram("W<", "<b>", ("<b>", "Done & dusted"), (odd,), {"Done & dusted": "completed"})
+    diagram = Diagram(
+        "W<", "<b>", ("<b>", "Done & dusted"), (odd,), {"Done & dusted": ("completed",)}
+    )
     text = svg.render(diagram, title="<script>")
     root = _parse(text)
     assert "<b>" not in text and "<script>" not in text

@@ -10,8 +10,14 @@ import pytest
 import decider.diagram
 import decider.processors.console
 import decider.processors.console.data
+import decider.processors.progress
 
-MODULES = [decider.diagram, decider.processors.console, decider.processors.console.data]
+MODULES = [
+    decider.diagram,
+    decider.processors.console,
+    decider.processors.console.data,
+    decider.processors.progress,
+]
 
 
 @pytest.mark.parametrize("module", MODULES, ids=lambda m: m.__name__)

@@ -195,7 +195,7 @@ def test_an_always_failing_command_is_parked_in_both_places_and_retry_brings_it_
         wait_until(lambda: "Received:decider.CommandFailed" in _types(store, app, "p"), WAIT)
         # Fixed, and retried as an operator would (what `decider retry` calls).
         fixed.set()
-        retry_parked(store, app, parked.command_id)
+        retry_parked(store, app, parked.command_id, force=True)
         wait_until(lambda: results(store), WAIT, "the retried command's results")
         assert list_parked(store, app) == []
     assert effects.calls["p"] == FAST.max_attempts + 1
@@ -289,7 +289,7 @@ def test_what_the_server_parks_on_its_own_reaches_the_ledger(server: EsdbTestSer
         wait_until(lambda: list_parked(store, app), WAIT, "the park in the ledger")
         (parked,) = list_parked(store, app)
         assert parked.attempts == 1 and "parked by the server" in parked.reason
-        retry_parked(store, app, parked.command_id)
+        retry_parked(store, app, parked.command_id, force=True)
         wait_until(lambda: results(store), WAIT, "the retried command's results")
     assert results(store) == {f"do_work-{parked.command_id}": 1}
     assert list_parked(store, app) == []

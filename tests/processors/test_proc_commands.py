@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 from typing import Any
 
+import pytest
 from returns.result import Failure, Success
 
 from decider import Lifecycle, Metadata, Workflow, event_id
@@ -12,6 +14,7 @@ from decider.processors import (
     App,
     FakeClock,
     HandlerFailure,
+    InstanceEnded,
     NotParked,
     RetryPolicy,
     Service,
@@ -73,8 +76,11 @@ def test_a_failing_command_is_parked_fed_back_and_can_be_retried(
         assert parked.command_type == "ptest.DoWork"
         assert parked.stream == job.stream("j3") and parked.attempts == 3
         assert "RuntimeError" in parked.reason
-        # Retried while still broken: carried out again, parked again.
-        retry_parked(store, app, parked.command_id)
+        # Its job has ended: a retry is refused unless forced.
+        with pytest.raises(InstanceEnded, match=r"which has ended \(completed\)"):
+            retry_parked(store, app, parked.command_id)
+        # Retried (forced) while still broken: carried out again, parked again.
+        retry_parked(store, app, parked.command_id, force=True)
         assert service.wait_until(
             lambda: calls["j3"] == 6 and len(list_parked(store, app)) == 1, 30
         )
@@ -83,13 +89,13 @@ def test_a_failing_command_is_parked_fed_back_and_can_be_retried(
         object.__setattr__(
             app.handlers["ptest.DoWork"], "func", lambda c, i: [WorkDone(job_id=c.job_id)]
         )
-        retry_parked(store, app, parked.command_id)
+        retry_parked(store, app, parked.command_id, force=True)
         assert service.wait_until(lambda: list_parked(store, app) == [], 30)
         assert service.wait_idle(30)
         assert counts(store)[f"do_work-{parked.command_id}"] == 1
         assert types(store, job.stream("j3"))[-1] == "Ignored:ptest.WorkDone"
     try:
-        retry_parked(store, app, parked.command_id)
+        retry_parked(store, app, parked.command_id, force=True)
     except NotParked as exc:
         assert parked.command_id in str(exc)
     else:
@@ -229,3 +235,31 @@ def test_a_store_outage_is_survived_by_resuming_from_the_checkpoint(app_name: st
         assert len(service.errors) == 1
         assert isinstance(service.errors[0], StoreUnavailable)
     assert types(store, job.stream("j")).count("Received:ptest.WorkDone") == 1
+
+
+def test_concluded_commands_are_committed_on_a_wake_up_not_on_a_timer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A lone command is committed as soon as it concludes: the processor's thread waits for
+    input or for a conclusion, never with a timeout that would make it a poll (or a linger)."""
+    from decider.stores.subscription import CatchUpSubscription
+
+    waits: list[tuple[str, float | None]] = []
+    original = CatchUpSubscription.poll
+
+    def poll(self: CatchUpSubscription, timeout: float | None) -> Any:
+        if timeout != 0:  # a zero timeout only drains what is buffered
+            waits.append((threading.current_thread().name, timeout))
+        return original(self, timeout)
+
+    monkeypatch.setattr(CatchUpSubscription, "poll", poll)
+    store = MemoryEventStore()
+    app, calls = job_app("lone")
+    with Service(app, store) as service:
+        for i in range(3):
+            app.publish(store, JobRequested(job_id=f"j{i}", action="ok"), "jobs")
+            assert service.wait_until(functools.partial(completed, store, app, f"j{i}"), 30)
+    commands = [timeout for name, timeout in waits if name.endswith(".commands")]
+    assert commands, "the command processor's waits were not seen"
+    assert all(timeout is None for timeout in commands), commands
+    assert all(calls[f"j{i}"] == 1 for i in range(3))

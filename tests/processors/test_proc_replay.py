@@ -149,7 +149,7 @@ def test_a_stored_park_is_not_undone_by_a_replay_that_succeeds(
     assert found[f"decider-failed-Job-{parked.command_id}"] == 1
     # A retry is a new round: carried out again, and once more not undone by a replay.
     set_handler(app, recording(replayed, succeed))
-    retry_parked(store, app, parked.command_id)
+    retry_parked(store, app, parked.command_id, force=True)
     with Service(app, crashing) as service:
         assert service.wait_until(lambda: list_parked(store, app) == [], 30)
         assert service.wait_idle(30)

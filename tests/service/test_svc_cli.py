@@ -61,6 +61,10 @@ BAD_ARGUMENTS = [
     (["status", "--store", "memory://"], "no app: give --app module:attribute or set DECIDER_APP"),
     (["status", "--app", APP, "--store", "memory://", "--workflow", "Nope"], "no workflow 'Nope'"),
     (["show", "Nope-1", "--app", APP, "--store", "memory://"], "is not the stream of a workflow"),
+    (
+        ["cancel", "Nope-1", "--reason", "x", "--app", APP, "--store", "memory://"],
+        "is not the stream of a workflow",
+    ),
     (["run", APP, "--store", "memory://", "--log-level", "LOUD"], "unknown log level 'LOUD'"),
     (["run", APP, "--store", "memory://", "--cache-size", "-1"], "--cache-size >= 0"),
     (

@@ -88,9 +88,12 @@ def test_failing_handler_parks_and_the_workflow_compensates(
     assert main(["status", *uri, "--workflow", "Job", "--limit", "0"]) == 0
     assert "Job: running 0, completed 20" in capsys.readouterr().out
 
-    # Retried by the running service: three more attempts, parked again, fed back again.
+    # Its job has completed (compensated): a retry is refused unless forced.
     retried = sent["E-11"]
-    assert main(["retry", retried, *uri]) == 0
+    assert main(["retry", retried, *uri]) == 1
+    assert "which has ended (completed)" in capsys.readouterr().err
+    # Forced, retried by the running service: three more attempts, parked again, fed back.
+    assert main(["retry", retried, "--force", *uri]) == 0
     assert f"retry of {retried} requested" in capsys.readouterr().out
     wait_until(
         lambda: service.check_alive() or read_effects(str(effects_db))[retried][1] == 6,
@@ -120,7 +123,7 @@ def test_failing_handler_parks_and_the_workflow_compensates(
     events = store.read_stream(job.stream("E-11"))
     assert [e.type for e in events] == abandoned_and_ignored
     capsys.readouterr()
-    assert main(["retry", retried, *uri, "--json"]) == 0  # parked again: retried again
+    assert main(["retry", retried, "--force", *uri, "--json"]) == 0  # parked again: retried
     request = json.loads(capsys.readouterr().out)
     assert request["command_id"] == retried and request["request_id"]
     assert main(["retry", sent["E-00"], *uri]) == 1

@@ -256,7 +256,9 @@ def test_stuck_cancel_skipped_redrive_and_reset(
     assert fail("reset", "workflow.Ticket", "--to-time", before, *at, stdin="n\n")[0] == 1
     reset = decider_json("reset", "workflow.Ticket", "--to-time", before, "--yes", *at)
     assert reset["processor"] == "svc-ops.workflow.Ticket"
-    assert reset["position"] == 0 and reset["previous"] > 0
+    assert reset["position"] == 0 and reset["partitions"] is None
+    [moved] = reset["moved"]
+    assert moved["checkpoint"] == "svc-ops.workflow.Ticket" and moved["previous"] > 0
     assert store.load_checkpoint("svc-ops.workflow.Ticket") == 0  # type: ignore[attr-defined]
     assert store.load_checkpoint(heartbeat_name(ops_app)) == 0  # type: ignore[attr-defined]
     counts = {i["stream"]: i["events"] for i in decider_json("list", *at)["instances"]}

@@ -7,6 +7,7 @@ import socket
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from typing import Any
 
 import psycopg
 import pytest
@@ -139,7 +140,7 @@ def test_full_durability_is_the_default(store: PostgresEventStore) -> None:
         ({"schema": "x" * 64}, "schema must be"),
     ],
 )
-def test_bad_settings_are_rejected(kwargs: dict[str, str], message: str) -> None:
+def test_bad_settings_are_rejected(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         PostgresEventStore(PG_URI, **kwargs)
 

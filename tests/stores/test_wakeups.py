@@ -1,0 +1,165 @@
+"""Subscriptions are woken by what they wait for, not by a timer.
+
+- In a process, a commit wakes only the subscriptions whose filter passes one of its events; a
+  commit of others' events (or of checkpoints and leases) costs them no read.
+- Across processes on SQLite, the writer's doorbell wakes the reader at once: these tests give
+  the reader a probe of an hour, so only the doorbell can deliver within the test's patience.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from decider.stores import ANY, NO_STREAM, CaughtUp, Filter, RecordedEvent
+from decider.stores.contract import new_events, take
+from decider.stores.memory import MemoryEventStore
+from decider.stores.sqlite import SqliteEventStore
+from decider.stores.subscription import CatchUpSubscription
+from tests.stores.process_support import ROOT
+
+HOUR = 3600.0
+
+
+def _counted(
+    store: MemoryEventStore, filter: Filter, reads: list[int | None]
+) -> CatchUpSubscription:
+    def read_page(after: int | None, limit: int) -> list[RecordedEvent]:
+        reads.append(after)
+        return store.read_all(after, limit, filter)
+
+    def head() -> int | None:
+        log = store.read_all()
+        return log[-1].position if log else None
+
+    return CatchUpSubscription(
+        read_page=read_page, head=head, notifier=store._notifier, filter=filter
+    )
+
+
+def test_a_commit_of_other_events_costs_a_subscription_no_read() -> None:
+    store = MemoryEventStore()
+    reads: list[int | None] = []
+    sub = _counted(store, Filter(event_types=("Wanted",)), reads)
+    assert take(sub, 1) == [CaughtUp(position=None)]
+    before = len(reads)
+    store.append("other", new_events(3, "Unwanted"), NO_STREAM)
+    store.append_batch([], checkpoints=[("someone", 3)])
+    assert sub.poll(0) is None
+    assert len(reads) == before, "a commit the filter rejects must not make it read the log"
+    wanted = new_events(1, "Wanted")
+    store.append("mine", wanted, NO_STREAM)
+    [event] = take(sub, 1)
+    assert isinstance(event, RecordedEvent) and event.id == wanted[0].id
+    sub.stop()
+
+
+def test_a_commit_wakes_a_blocked_subscription_that_wants_it() -> None:
+    store = MemoryEventStore()
+    sub = store.subscribe(None, Filter(stream_prefixes=("orders-",)))
+    assert take(sub, 1) == [CaughtUp(position=None)]
+    got: list[object] = []
+    done = threading.Event()
+
+    def block() -> None:
+        got.append(sub.poll(None))
+        done.set()
+
+    threading.Thread(target=block, daemon=True).start()
+    store.append("payments-1", new_events(1), NO_STREAM)
+    assert not done.wait(0.05), "a commit of another stream woke it"
+    wanted = new_events(1)
+    store.append("orders-1", wanted, NO_STREAM)
+    assert done.wait(10), "the commit it wants did not wake it"
+    assert [getattr(item, "id", None) for item in got] == [wanted[0].id]
+    sub.stop()
+
+
+_WRITER = """
+import sys, uuid
+from decider.stores import ANY, NewEvent
+from decider.stores.sqlite import SqliteEventStore
+store = SqliteEventStore(sys.argv[1])
+for line in sys.stdin:
+    number = int(line.split('-')[1])
+    store.append(line.strip(), [NewEvent(uuid.UUID(int=number), 'Rung', b'{}')], ANY)
+    print('appended', flush=True)
+"""
+
+
+@pytest.fixture
+def writer(tmp_path: Path) -> Iterator[tuple[SqliteEventStore, subprocess.Popen[str]]]:
+    path = tmp_path / "events.db"
+    reader = SqliteEventStore(path, probe_interval=HOUR)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-c", _WRITER, str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    yield reader, process
+    assert process.stdin is not None
+    process.stdin.close()
+    process.wait(30)
+    reader.close()
+
+
+def _append_there(process: subprocess.Popen[str], stream: str) -> None:
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write(stream + "\n")
+    process.stdin.flush()
+    assert process.stdout.readline().strip() == "appended"
+
+
+def test_another_process_s_append_wakes_a_sqlite_subscription_without_its_probe(
+    writer: tuple[SqliteEventStore, subprocess.Popen[str]],
+) -> None:
+    reader, process = writer
+    sub = reader.subscribe(None, Filter(stream_prefixes=("rung-",)))
+    try:
+        assert isinstance(take(sub, 1)[0], CaughtUp)
+        for number in range(1, 4):
+            _append_there(process, f"rung-{number}")
+            # The probe would look again in an hour: only the doorbell delivers in time.
+            [event] = take(sub, 1, timeout=10)
+            assert isinstance(event, RecordedEvent) and event.stream == f"rung-{number}"
+    finally:
+        sub.stop()
+
+
+def test_a_subscription_takes_only_what_it_wants_from_another_process(
+    writer: tuple[SqliteEventStore, subprocess.Popen[str]],
+) -> None:
+    reader, process = writer
+    sub = reader.subscribe(None, Filter(stream_prefixes=("wanted-",)))
+    try:
+        assert isinstance(take(sub, 1)[0], CaughtUp)
+        _append_there(process, "other-1")
+        _append_there(process, "wanted-2")
+        [event] = take(sub, 1, timeout=10)
+        assert isinstance(event, RecordedEvent) and event.stream == "wanted-2"
+        assert reader.read_stream("other-1", 0, 10)  # it was written, and passed over
+    finally:
+        sub.stop()
+
+
+def test_the_doorbell_is_beside_the_file_and_an_in_memory_store_has_none(tmp_path: Path) -> None:
+    path = tmp_path / "events.db"
+    store = SqliteEventStore(path)
+    store.append("s", new_events(1), ANY)
+    assert (tmp_path / "events.db-bell").exists()
+    store.close()
+    memory = SqliteEventStore(":memory:")
+    memory.append("s", new_events(1), ANY)
+    memory.close()
