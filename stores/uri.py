@@ -114,7 +114,7 @@ def _sqlite(uri: str, rest: str, create: bool) -> EventStore:
         options[key] = value
     if not create and path != ":memory:" and not Path(path).exists():
         raise StoreNotFound(f"no SQLite database at {path!r} (nothing was created)")
-    from decider.stores.sqlite import SqliteEventStore
+    from decider.stores.sqlite.store import SqliteEventStore
 
     try:
         return SqliteEventStore(
@@ -137,8 +137,8 @@ def _seconds(options: dict[str, str], key: str, default: float) -> float:
 
 
 def _esdb(uri: str) -> EventStore:
-    _adapter(uri, "decider.stores.esdb", "EventStoreDB", driver="esdbclient", extra="esdb")
-    from decider.stores._esdb_batch import open_esdb_store
+    _adapter(uri, "decider.stores.esdb.store", "EventStoreDB", driver="esdbclient", extra="esdb")
+    from decider.stores.esdb._batch import open_esdb_store
 
     store: EventStore = open_esdb_store(uri)
     return store
@@ -173,7 +173,7 @@ def _postgres(uri: str, create: bool) -> EventStore:
         options[key] = urllib.parse.unquote(raw_value)
     conninfo = base + ("?" + "&".join(passed) if passed else "")
     module = _adapter(
-        uri, "decider.stores.postgres", "PostgreSQL", driver="psycopg", extra="postgres"
+        uri, "decider.stores.postgres.store", "PostgreSQL", driver="psycopg", extra="postgres"
     )
     try:
         store: EventStore = module.PostgresEventStore(

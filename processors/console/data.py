@@ -1,9 +1,10 @@
 """What the console shows, read from the store: instances, processors, skipped inputs, diagrams.
 
-Built on the operator queries (:mod:`decider.processors.queries`, ``listing``, ``skipped``)
+Built on the operator queries (:mod:`decider.processors.operate.queries`, ``listing``, ``skipped``)
 and the store protocol; it needs no running service and
-writes nothing: the console's actions call :func:`~decider.processors.queries.retry_parked` and
-:func:`~decider.processors.skipped.redrive` as the command line does.
+writes nothing: the console's actions call :func:`~decider.processors.operate.queries.retry_parked`
+and
+:func:`~decider.processors.operate.skipped.redrive` as the command line does.
 
 WARNING: the instance list and the observed diagram read every event of the workflows' streams
 (one pass over the log, filtered by stream prefix) each time they are shown: fine for the
@@ -30,12 +31,19 @@ from decider.diagram import (
     state_name,
     with_path,
 )
-from decider.processors import listing, operations, partitions, progress, skipped
-from decider.processors.app import App
-from decider.processors.base import Processor
-from decider.processors.listing import InstanceQuery
-from decider.processors.queries import InstanceView, ParkedCommand, list_parked, show, status
-from decider.processors.skipped import NotRedrivable, SkippedInput
+from decider.processors.app.definition import App
+from decider.processors.engine.base import Processor
+from decider.processors.group import partitions
+from decider.processors.operate import listing, operations, progress, skipped
+from decider.processors.operate.listing import InstanceQuery
+from decider.processors.operate.queries import (
+    InstanceView,
+    ParkedCommand,
+    list_parked,
+    show,
+    status,
+)
+from decider.processors.operate.skipped import NotRedrivable, SkippedInput
 from decider.stores.leases import LeaseStore
 from decider.stores.protocol import CheckpointStore, EventStore
 
@@ -73,7 +81,7 @@ class InstanceRow:
     """One instance in the list: status, how many events, when it last moved, stuck or not.
 
     ``stuck``: running, and either with no event for longer than its workflow's
-    ``progress_within`` (the notion of :mod:`decider.processors.stuck` and ``decider list
+    ``progress_within`` (the notion of :mod:`decider.processors.operate.stuck` and ``decider list
     --stuck``; the console's ``stuck_after`` instead where one is given), or with a command
     parked (it cannot go on until someone retries it). ``parked``: its commands parked now.
     """
@@ -113,7 +121,7 @@ def list_instances(
 ) -> InstancePage:
     """The instances matching the filters, most recently active first, one page of them.
 
-    Read by :func:`decider.processors.listing.list_instances` (what ``decider list`` shows).
+    Read by :func:`decider.processors.operate.listing.list_instances` (what ``decider list`` shows).
     ``status_value`` is a :class:`~decider.Lifecycle` value (``running``, ``failed``...);
     ``stuck_after`` overrides every workflow's ``progress_within`` (``None``: each workflow's
     own; a workflow without one has no stuck instances). ``search`` keeps the instances whose
@@ -181,7 +189,7 @@ def parked_of(store: EventStore, app: App, stream: str) -> list[ParkedCommand]:
 @attrs.frozen
 class ProcessorRow:
     """A processor of the app: its checkpoint and the work it has left (see
-    :mod:`decider.processors.progress`).
+    :mod:`decider.processors.operate.progress`).
 
     ``partitions``: how many partitions it runs in (0: unpartitioned); ``checkpoint`` its
     checkpoint, in a partitioned run the lowest of its partitions'. ``pending`` counts the
@@ -236,7 +244,7 @@ def processor_rows(store: EventStore, app: App, now: datetime | None = None) -> 
 
 def list_skipped(store: EventStore, app: App) -> list[SkippedInput]:
     """The skip records of every processor of ``app``, oldest first (as ``decider skipped``
-    lists them; re-drive one with :func:`decider.processors.skipped.redrive`)."""
+    lists them; re-drive one with :func:`decider.processors.operate.skipped.redrive`)."""
     return skipped.list_skipped(store, app)
 
 

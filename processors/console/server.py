@@ -31,12 +31,12 @@ from typing import Any
 import attrs
 
 from decider.diagram import Diagram
-from decider.processors import skipped
-from decider.processors.app import App
+from decider.processors.app.definition import App
+from decider.processors.app.errors import InstanceEnded, NotParked
 from decider.processors.console import data, pages
-from decider.processors.errors import InstanceEnded, NotParked
-from decider.processors.operations import OperationError, request_cancel
-from decider.processors.queries import list_parked, retry_parked, show
+from decider.processors.operate import skipped
+from decider.processors.operate.operations import OperationError, request_cancel
+from decider.processors.operate.queries import list_parked, retry_parked, show
 from decider.stores.errors import CorruptEvent, StoreError
 from decider.stores.protocol import EventStore
 

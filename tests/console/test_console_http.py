@@ -359,7 +359,7 @@ def test_the_partitions_page_of_an_unpartitioned_app_says_so(read_only: Running)
 
 
 def test_the_partitions_page_shows_processes_owners_leases_checkpoints_and_lag() -> None:
-    from decider.processors.group import PartitionGroup
+    from decider.processors.group.membership import PartitionGroup
     from decider.stores.memory import MemoryEventStore
     from samples.traffic_fine.app import REPORTS_STREAM, make_app
     from tests.processors.test_proc_traffic_fine import all_completed, report

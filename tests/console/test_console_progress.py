@@ -11,9 +11,9 @@ from decider import Lifecycle
 from decider.processors import Service, status
 from decider.processors.console.data import processor_rows
 from decider.processors.console.pages import Chrome, processors_page
-from decider.processors.group import PartitionGroup
-from decider.processors.partition_status import partition_rows
-from decider.processors.service_metrics import _lag
+from decider.processors.group.membership import PartitionGroup
+from decider.processors.operate.partition_status import partition_rows
+from decider.processors.service.metrics import _lag
 from decider.stores.memory import MemoryEventStore
 from decider.stores.sqlite import SqliteEventStore
 from samples.order_fulfilment.app import ORDERS_STREAM

@@ -10,13 +10,13 @@ import pytest
 import decider.diagram
 import decider.processors.console
 import decider.processors.console.data
-import decider.processors.progress
+import decider.processors.operate.progress
 
 MODULES = [
     decider.diagram,
     decider.processors.console,
     decider.processors.console.data,
-    decider.processors.progress,
+    decider.processors.operate.progress,
 ]
 
 

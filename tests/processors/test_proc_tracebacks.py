@@ -15,10 +15,11 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from decider.codec import format_traceback
-from decider.processors import Service, list_parked, telemetry
+from decider.processors import Service, list_parked
 from decider.processors.cli import main
 from decider.processors.console import pages
-from decider.processors.skipped import list_skipped
+from decider.processors.engine import telemetry
+from decider.processors.operate.skipped import list_skipped
 from decider.stores.sqlite import SqliteEventStore
 from tests.support.failing_app import INPUTS, BookingRequested, app
 

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from decider.processors import Service
+from decider.processors.app.streams import workflow_processor_name
 from decider.processors.cli import main
-from decider.processors.group import PartitionGroup
-from decider.processors.operations import beat
-from decider.processors.partitions import checkpoint_name
-from decider.processors.streams import workflow_processor_name
+from decider.processors.group.membership import PartitionGroup
+from decider.processors.group.partitions import checkpoint_name
+from decider.processors.operate.operations import beat
 from decider.stores.sqlite import SqliteEventStore
 from samples.traffic_fine.app import REPORTS_STREAM, make_app
 from samples.traffic_fine.workflow import workflow
@@ -82,7 +82,7 @@ def test_reset_of_a_partitioned_app_moves_every_partition_and_the_next_run_repla
 
     # The next run reads every input again (deduplicated: nothing is done twice).
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="decider.processors.base"):
+    with caplog.at_level(logging.INFO, logger="decider.processors.engine.base"):
         run_partitioned(db)
     assert f"{name} starting after position 0" in caplog.messages
 

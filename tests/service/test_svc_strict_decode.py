@@ -11,7 +11,7 @@ from pathlib import Path
 
 from decider import Metadata
 from decider.processors import Service
-from decider.processors.skipped import list_skipped
+from decider.processors.operate.skipped import list_skipped
 from decider.stores import ANY, NewEvent
 from decider.stores.memory import MemoryEventStore
 from decider.stores.uri import open_store

@@ -19,9 +19,10 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from decider.processors import RetryPolicy, Service, list_parked, telemetry
-from decider.processors.logs import JsonFormatter, TraceContextFilter, configure
-from decider.processors.skipped import list_skipped
+from decider.processors import RetryPolicy, Service, list_parked
+from decider.processors.engine import telemetry
+from decider.processors.engine.logs import JsonFormatter, TraceContextFilter, configure
+from decider.processors.operate.skipped import list_skipped
 from decider.stores.memory import MemoryEventStore
 from decider.stores.sqlite import SqliteEventStore
 from tests.service.test_svc_telemetry import scrape, value

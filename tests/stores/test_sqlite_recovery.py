@@ -25,7 +25,7 @@ from decider.stores import (
 )
 from decider.stores._connections import ThreadConnections
 from decider.stores.contract import new_events
-from decider.stores.sqlite import SqliteEventStore, _store_error
+from decider.stores.sqlite.store import SqliteEventStore, _store_error
 from samples.traffic_fine.app import app as fines
 from tests.support.service import ROOT
 from tests.support.waiting import wait_until

@@ -122,7 +122,7 @@ def test_postgresql_defaults_to_the_public_schema_and_full_durability(
         opened.append({"conninfo": conninfo, **options})
         return MemoryEventStore()
 
-    monkeypatch.setattr("decider.stores.postgres.PostgresEventStore", record)
+    monkeypatch.setattr("decider.stores.postgres.store.PostgresEventStore", record)
     open_store("postgresql://app@db.example:5432/events?sslmode=disable")
     assert opened == [
         {
@@ -152,8 +152,13 @@ def test_postgresql_errors_hide_the_password() -> None:
 @pytest.mark.parametrize(
     ("uri", "adapter", "driver", "extra"),
     [
-        ("esdb://localhost:2113?Tls=false", "decider.stores.esdb", "esdbclient", "esdb"),
-        ("postgresql://app@127.0.0.1/events", "decider.stores.postgres", "psycopg", "postgres"),
+        ("esdb://localhost:2113?Tls=false", "decider.stores.esdb.store", "esdbclient", "esdb"),
+        (
+            "postgresql://app@127.0.0.1/events",
+            "decider.stores.postgres.store",
+            "psycopg",
+            "postgres",
+        ),
     ],
 )
 def test_an_adapter_without_its_driver_names_the_extra(
