@@ -33,9 +33,8 @@ from datetime import datetime, timedelta
 from typing import Any, TypeAlias
 
 import attrs
-from cattrs.preconf.json import make_converter
 
-from decider._describe import describe
+from decider._describe import describe, format_traceback
 from decider._stored_types import (
     BEGAN,
     COMMAND_KINDS,
@@ -50,6 +49,7 @@ from decider._stored_types import (
     parse_type,
     stored_type,
 )
+from decider._strict import FieldTypeError, field_errors, strict_converter
 from decider.errors import DeciderError, DecodeError, UnknownMessageType
 from decider.events import (
     Began,
@@ -66,7 +66,6 @@ from decider.events import (
     WorkflowEvent,
 )
 from decider.messages import REGISTRY, Envelope, MessageRegistry, Metadata
-from decider.models import configure_converter
 
 __all__ = [
     "BEGAN",
@@ -79,6 +78,8 @@ __all__ = [
     "Codec",
     "Timer",
     "describe",
+    "describe_fields",
+    "format_traceback",
     "event_kind",
     "kind_prefixes",
     "lifecycle_of_type",
@@ -105,6 +106,34 @@ _ENDINGS: dict[str, type[Failed | Cancelled]] = {"Failed": Failed, "Cancelled": 
 # json.dumps builds a new encoder on every call made with options; one shared encoder (it keeps
 # no state between calls) writes the same compact, UTF-8 JSON for less.
 _JSON_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
+def describe_fields(exc: BaseException, limit: int = 500) -> str:
+    """The reason a JSON object does not fit a message, one clause per field, at most
+    ``limit`` characters.
+
+    >>> import attrs
+    >>> @attrs.frozen
+    ... class Stay:
+    ...     hotel: str
+    ...     nights: int
+    >>> try:
+    ...     Codec().converter.structure({"nights": 2.7, "confirm_withn": 5}, Stay)
+    ... except Exception as exc:
+    ...     print(describe_fields(exc))
+    missing field: hotel; nights: expected an integer, got 2.7; unknown field: confirm_withn
+    """
+    try:
+        text = "; ".join(field_errors(exc)) or describe(exc)
+    except Exception:  # a value whose description fails: the exception's own line
+        text = describe(exc)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _timedelta(value: Any, _: Any) -> timedelta:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return timedelta(seconds=value)
+    raise FieldTypeError(f"expected a number of seconds, got {value!r}")
 
 
 @attrs.frozen
@@ -149,10 +178,9 @@ class Codec:
 
     def __init__(self, registry: MessageRegistry = REGISTRY) -> None:
         self.registry = registry
-        self.converter = make_converter()
+        self.converter = strict_converter()  # pydantic models too, besides attrs and dataclasses
         self.converter.register_unstructure_hook(timedelta, timedelta.total_seconds)
-        self.converter.register_structure_hook(timedelta, lambda v, _: timedelta(seconds=v))
-        configure_converter(self.converter)  # pydantic models, besides attrs and dataclasses
+        self.converter.register_structure_hook(timedelta, _timedelta)
         self._upcasters: dict[str, tuple[str, Upcaster]] = {}
 
     def add_upcaster(self, stored_name: str, upcast: Upcaster, *, to: str | None = None) -> None:
@@ -197,11 +225,12 @@ class Codec:
         """The message of class ``cls`` in JSON bytes stored as ``type_name``, whether or not
         ``cls`` is registered; :class:`DecodeError` (naming ``type_name``) if it does not fit."""
         try:
-            return self.converter.structure(self._loads(type_name, data), cls)
+            doc = self._loads(type_name, data)
         except DecodeError:
             raise
         except Exception as exc:
             raise DecodeError(type_name, describe(exc)) from exc
+        return self._structure(type_name, doc, cls)
 
     def encode_envelope(self, envelope: Envelope[Any]) -> tuple[str, bytes, bytes]:
         """A message and its metadata as (type name, JSON bytes, metadata JSON bytes)."""
@@ -407,10 +436,17 @@ class Codec:
             raise DecodeError(type_name, "the type is not registered") from None
         if not isinstance(doc, dict):
             raise DecodeError(type_name, "expected a JSON object")
+        return self._structure(type_name, doc, cls)
+
+    def _structure(self, type_name: str, doc: Any, cls: type[Any]) -> Any:
+        """``doc`` structured strictly as ``cls``; a :class:`DecodeError` whose reason names
+        each field that does not fit, in plain words (``missing field: hotel``)."""
         try:
             return self.converter.structure(doc, cls)
+        except RecursionError as exc:
+            raise DecodeError(type_name, "nested too deeply") from exc
         except Exception as exc:
-            raise DecodeError(type_name, describe(exc)) from exc
+            raise DecodeError(type_name, describe_fields(exc)) from exc
 
     @staticmethod
     def _field(type_name: str, doc: JSON, key: str) -> Any:

@@ -48,6 +48,10 @@ class ThreadConnections(Generic[C]):
         self._registry = threading.Lock()
         self._finalizers: list[weakref.finalize[Any, Any]] = []
         self._closed = False
+        self._generation = 0
+        """Bumped by :meth:`drop_all`: a thread's connection of an older one is stale."""
+        self._stale: list[Pair[C]] = []
+        """Connections :meth:`drop_all` found in use: their threads close them."""
 
     @property
     def closed(self) -> bool:
@@ -70,7 +74,11 @@ class ThreadConnections(Generic[C]):
             return self._pairs[0]
         pair: Pair[C] | None = getattr(self._local, "pair", None)
         if pair is not None:
-            return pair
+            if getattr(self._local, "generation", 0) == self._generation:
+                return pair
+            self._local.pair = None
+            self._close_stale(pair)  # drop_all found it in use, or closed it already
+        generation = self._generation
         connection = self._connect()
         pair = (connection, threading.RLock())
         with self._registry:
@@ -85,6 +93,7 @@ class ThreadConnections(Generic[C]):
                 return pair
             self._pairs.append(pair)
             self._local.pair = pair
+            self._local.generation = generation
             finalizer = weakref.finalize(
                 threading.current_thread(), _forget, weakref.ref(self), pair
             )
@@ -101,11 +110,48 @@ class ThreadConnections(Generic[C]):
             self._local.pair = None
         pair[0].close()
 
+    def drop_all(self) -> None:
+        """Close every connection not in use now (this thread's too), and make every thread
+        open a fresh one at its next :meth:`get`; a connection in use by another thread is
+        closed by that thread at its next :meth:`get` (never waited for: two threads that
+        drop all at once, each holding its own connection, would wait on each other).
+
+        For a state that the driver shares between the connections of one process (SQLite's
+        shared memory of a WAL file, opened read-only while the file system was): it is opened
+        afresh only once every connection to the file was closed.
+        """
+        with self._registry:
+            self._generation += 1
+            pairs, self._pairs = self._pairs, []
+            finalizers, self._finalizers = self._finalizers, []
+        for finalizer in finalizers:
+            finalizer.detach()
+        self._local.pair = None
+        for pair in pairs:
+            connection, in_use = pair
+            if in_use.acquire(blocking=False):  # this thread's own lock: taken again
+                try:
+                    connection.close()
+                finally:
+                    in_use.release()
+            else:
+                with self._registry:
+                    self._stale.append(pair)
+
+    def _close_stale(self, pair: Pair[C]) -> None:
+        with self._registry:
+            if pair in self._stale:
+                self._stale.remove(pair)
+        connection, in_use = pair
+        with in_use:
+            connection.close()
+
     def close(self) -> None:
         """Close every connection, each once its current use ends; safe to call twice."""
         with self._registry:
             self._closed = True
-            pairs, self._pairs = self._pairs, []
+            pairs, self._pairs = [*self._pairs, *self._stale], []
+            self._stale = []
             finalizers, self._finalizers = self._finalizers, []
         for finalizer in finalizers:
             finalizer.detach()

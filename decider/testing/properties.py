@@ -9,7 +9,8 @@ raises), so each step draws up to :data:`ATTEMPTS` candidates and takes the firs
 accepted; rejected ones are skipped, as they produce no history (also for a workflow whose
 ``on_error`` is ``"fail"``: the walk looks for the paths ``decide`` means). A run ends after its
 drawn number of steps, at a dead end (no candidate accepted), or one input after the instance
-ended.
+ended. A run in which ``decide`` accepted none of the inputs drawn fails (with the last
+exception it raised): it would have checked nothing.
 
 The helpers keep no example database: every workflow shares their inner test, so saved
 examples would leak between workflows; a failure prints its falsifying example instead.
@@ -45,6 +46,24 @@ T = TypeVar("T")
 
 ATTEMPTS = 20
 """How many inputs a step of a random walk draws at most to find one ``decide`` accepts."""
+
+
+@attrs.define
+class _Tally:
+    """What the walks of one property run met: inputs drawn, accepted, the last rejection."""
+
+    drawn: int = 0
+    accepted: int = 0
+    rejection: Exception | None = None
+
+    def check(self, name: str) -> None:
+        """Fail if inputs were drawn and ``decide`` accepted none: the run checked nothing."""
+        if self.drawn and not self.accepted:
+            raise AssertionError(
+                f"{name}: decide accepted none of the {self.drawn} inputs drawn (the last "
+                f"raised {self.rejection!r}), so nothing was checked; give strategies of "
+                "inputs that decide accepts in the initial state"
+            )
 
 
 def strategy_for(cls: type[T], /, **fields: SearchStrategy[Any]) -> SearchStrategy[T]:
@@ -129,12 +148,15 @@ def assert_decide_deterministic(
             _same_twice("decide", where, _decide, workflow, input, instance.state)
         _same_twice("handle", where, handle, workflow, instance, input)
 
+    tally = _Tally()
+
     @settings(max_examples=max_examples, deadline=None, database=None)
     @given(st.data())
     def decide_is_deterministic(data: st.DataObject) -> None:
-        _walk(workflow, data, inputs, max_inputs, check=twice)
+        _walk(workflow, data, inputs, max_inputs, check=twice, tally=tally)
 
     decide_is_deterministic()
+    tally.check("assert_decide_deterministic")
 
 
 def assert_fold_total(
@@ -159,10 +181,12 @@ def assert_fold_total(
 
     pristine = copy.deepcopy(workflow.initial_state)
 
+    tally = _Tally()
+
     @settings(max_examples=max_examples, deadline=None, database=None)
     @given(st.data())
     def fold_is_total(data: st.DataObject) -> None:
-        instance, history = _walk(workflow, data, inputs, max_inputs, codec=codec)
+        instance, history = _walk(workflow, data, inputs, max_inputs, codec=codec, tally=tally)
         folded = _fold(workflow, history)
         _check(value_diff("state after folding the whole history", instance.state, folded), history)
         _check(value_diff("lifecycle", instance.status, lifecycle(history)), history)
@@ -172,6 +196,7 @@ def assert_fold_total(
         _check(changed, history)
 
     fold_is_total()
+    tally.check("assert_fold_total")
 
 
 def _walk(
@@ -182,6 +207,7 @@ def _walk(
     *,
     codec: Codec | None = None,
     check: Callable[[Instance[S], I], None] | None = None,
+    tally: _Tally | None = None,
 ) -> tuple[Instance[S], list[WorkflowEvent[I, O]]]:
     """A random path through the workflow: the instance at its end and its history."""
     from hypothesis import strategies as st
@@ -193,7 +219,7 @@ def _walk(
     for _ in range(steps):
         if instance.status.terminal and not isinstance(history[-1], TERMINAL_EVENTS):
             break  # one input after the end shows it ignored; more would show nothing new
-        events = _accepted(skipping, instance, data, inputs, check)
+        events = _accepted(skipping, instance, data, inputs, check, tally=tally or _Tally())
         if events is None:
             break
         if codec is not None:
@@ -209,16 +235,22 @@ def _accepted(
     data: DataObject,
     inputs: SearchStrategy[I],
     check: Callable[[Instance[S], I], None] | None,
+    *,
+    tally: _Tally,
 ) -> list[WorkflowEvent[I, O]] | None:
     """The events of the first of up to ``ATTEMPTS`` drawn inputs that ``decide`` accepts."""
     for _ in range(ATTEMPTS):
         input = data.draw(inputs, label="input")
+        tally.drawn += 1
         if check is not None:
             check(instance, input)
         try:
-            return handle(workflow, instance, input)
-        except Exception:
+            events = handle(workflow, instance, input)
+        except Exception as exc:
+            tally.rejection = exc
             continue  # rejected: it produces no history
+        tally.accepted += 1
+        return events
     return None
 
 

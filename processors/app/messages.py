@@ -44,6 +44,8 @@ class CommandParked:
     revision: int
     reason: str
     attempts: int
+    traceback: str | None = None
+    """The traceback (bounded) of the exception the handler raised, if it raised one."""
 
 
 @message("decider.ParkedCommandRetried")
@@ -69,6 +71,9 @@ class InputSkipped:
     position: int
     event_type: str
     event_id: str
+    traceback: str | None = None
+    """The traceback (bounded) of the exception that made the input a skip (user code that
+    raised in a route, ``decide`` or ``evolve``; a decode error), if there was one."""
 
 
 COMMAND_FAILED = REGISTRY.name_of(CommandFailed)

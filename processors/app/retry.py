@@ -27,6 +27,9 @@ class HandlerFailure:
 
     reason: str
     retryable: bool = attrs.field(default=True, kw_only=True)
+    exception: BaseException | None = attrs.field(default=None, kw_only=True, eq=False, repr=False)
+    """The exception the handler raised, if it raised: its traceback is kept with the park
+    record, logged and recorded on the span."""
 
 
 def _positive(_: object, attribute: attrs.Attribute[float], value: float) -> None:

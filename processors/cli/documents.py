@@ -96,6 +96,7 @@ def parked_document(parked: list[ParkedCommand]) -> dict[str, Any]:
                 "reason": c.reason,
                 "attempts": c.attempts,
                 "parked_at": c.parked_at.isoformat(),
+                "traceback": c.traceback,
             }
             for c in parked
         ]

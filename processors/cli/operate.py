@@ -24,7 +24,7 @@ from decider.processors.cli.loading import (
     open_uri,
     store_uri,
 )
-from decider.processors.cli.views import instance_list_lines, skipped_lines
+from decider.processors.cli.views import instance_list_lines, skipped_lines, traceback_lines
 from decider.processors.operate.listing import InstanceQuery, list_instances
 from decider.processors.operate.operations import (
     OperationError,
@@ -331,7 +331,9 @@ def _skipped_show(store: EventStore, app: App, args: argparse.Namespace) -> int:
     if args.json:
         emit_json(doc)
     else:
-        emit([f"{key}: {value}" for key, value in doc.items() if key != "event"])
+        emit([f"{key}: {value}" for key, value in doc.items() if key not in {"event", "traceback"}])
+        if skipped.traceback:
+            emit(["traceback:", *traceback_lines(skipped.traceback)])
         if event is None:
             emit(["event: not found where the record says"])
         else:

@@ -94,7 +94,13 @@ def parked_lines(parked: list[ParkedCommand]) -> list[str]:
             f"{command.stream}@{command.revision}  attempts={command.attempts}  "
             f"parked_at={command.parked_at.isoformat(timespec='seconds')}  {command.reason}"
         )
+        lines.extend(traceback_lines(command.traceback))
     return lines
+
+
+def traceback_lines(traceback: str | None) -> list[str]:
+    """A kept traceback under the line it belongs to, indented; none if there is none."""
+    return [f"    {line}" for line in traceback.splitlines()] if traceback else []
 
 
 def instance_list_lines(page: InstancePage, now: datetime) -> list[str]:

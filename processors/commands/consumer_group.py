@@ -397,10 +397,11 @@ class ConsumerGroupCommandProcessor(CommandProcessor):
             policy = handler.retry
             delay = min(policy.delay(conclusion.attempts), self.settings.message_timeout / 2)
             self.log.warning(
-                "%s: %s %s failed (attempt %d of %d); the group retries it in %.3fs: %s",
+                "%s: %s %s of %s failed (attempt %d of %d); the group retries it in %.3fs: %s",
                 self.name,
                 handler.type_name,
                 event.id,
+                event.stream,
                 conclusion.attempts,
                 policy.max_attempts,
                 delay,
@@ -408,6 +409,7 @@ class ConsumerGroupCommandProcessor(CommandProcessor):
                 extra={
                     "command_id": str(event.id),
                     "event_type": handler.type_name,
+                    "stream": event.stream,
                     "attempt": conclusion.attempts,
                     "retry_in": delay,
                 },

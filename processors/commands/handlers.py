@@ -28,6 +28,8 @@ class GaveUp:
 
     reason: str
     attempts: int
+    exception: BaseException | None = attrs.field(default=None, eq=False, repr=False)
+    """The exception the last attempt raised, if it raised."""
 
 
 @attrs.frozen
@@ -37,6 +39,8 @@ class AttemptFailed:
 
     reason: str
     attempts: int
+    exception: BaseException | None = attrs.field(default=None, eq=False, repr=False)
+    """The exception the attempt raised, if it raised."""
 
 
 def invoke(
@@ -48,7 +52,7 @@ def invoke(
     except BaseException as exc:
         if is_interrupt(exc):
             raise
-        return HandlerFailure(reason=describe(exc), retryable=True)
+        return HandlerFailure(reason=describe(exc), retryable=True, exception=exc)
     return interpret(result)
 
 
@@ -66,7 +70,7 @@ async def invoke_async(
     except BaseException as exc:
         if is_interrupt(exc):
             raise
-        return HandlerFailure(reason=describe(exc), retryable=True)
+        return HandlerFailure(reason=describe(exc), retryable=True, exception=exc)
     return interpret(result)
 
 

@@ -24,6 +24,7 @@ from decider.processors.app.messages import (
 from decider.processors.commands.replay import park_cause
 from decider.processors.engine import logs
 from decider.processors.engine.base import Skip
+from decider.processors.engine.failures import traceback_of
 from decider.stores.protocol import ANY, EventStore, NewEvent, RecordedEvent, StreamAppend
 
 
@@ -61,8 +62,10 @@ class Parking:
         reason: str,
         attempts: int,
         round_key: str,
+        exception: BaseException | None = None,
     ) -> list[StreamAppend]:
-        """The appends that park the command ``event`` holds (and feed its failure back)."""
+        """The appends that park the command ``event`` holds (and feed its failure back);
+        ``exception``: what the handler raised, its traceback logged and kept with the record."""
         command_id = str(event.id)
         self._log.error(
             "%s parks %s %s after %d attempt(s): %s",
@@ -78,6 +81,7 @@ class Parking:
                 "position": event.position,
                 "attempt": attempts,
             },
+            exc_info=exception,
         )
         cause = park_cause(command_id, round_key)
         parked = CommandParked(
@@ -87,6 +91,7 @@ class Parking:
             revision=event.revision,
             reason=reason,
             attempts=attempts,
+            traceback=traceback_of(exception),
         )
         record = self._derived(
             self.ledger, cause, parked, correlation_id=correlation_id, causation_id=command_id

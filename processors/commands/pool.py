@@ -362,17 +362,18 @@ class CommandPool:
             return
         policy = job.handler.retry
         if not outcome.retryable or job.attempts >= policy.max_attempts:
-            self._conclude(job, GaveUp(outcome.reason, job.attempts))
+            self._conclude(job, GaveUp(outcome.reason, job.attempts, outcome.exception))
             return
         if not job.retry_here:
-            self._conclude(job, AttemptFailed(outcome.reason, job.attempts))
+            self._conclude(job, AttemptFailed(outcome.reason, job.attempts, outcome.exception))
             return
         delay = policy.delay(job.attempts, self._random)
         self.log.warning(
-            "%s: %s %s failed (attempt %d of %d), retrying in %.3fs: %s",
+            "%s: %s %s of %s failed (attempt %d of %d), retrying in %.3fs: %s",
             self.name,
             job.handler.type_name,
             job.command_id,
+            job.key,
             job.attempts,
             policy.max_attempts,
             delay,
@@ -380,6 +381,7 @@ class CommandPool:
             extra={
                 "command_id": job.command_id,
                 "event_type": job.handler.type_name,
+                "stream": job.key,
                 "attempt": job.attempts,
                 "retry_in": delay,
             },

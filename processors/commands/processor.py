@@ -453,19 +453,23 @@ class CommandProcessor(Processor):
         conclusion: Conclusion,
     ) -> list[StreamAppend]:
         """What a command's conclusion leads to: its results' appends, or its park records."""
+        exception: BaseException | None
         if isinstance(conclusion, GaveUp | AttemptFailed):
             reason, attempts = conclusion.reason, conclusion.attempts
+            exception = conclusion.exception
         else:
             try:
                 appends = self._results(handler, str(event.id), metadata, conclusion)
             except Exception as exc:
                 reason = f"the handler's results cannot be stored: {describe(exc)}"
-                attempts = 1
+                attempts, exception = 1, exc
             else:
                 self.carried_out += 1
                 return appends
         self.parked_by_handler[handler.name] += 1
-        return self._park(event, handler.type_name, metadata, reason, attempts, round_key)
+        return self._park(
+            event, handler.type_name, metadata, reason, attempts, round_key, exception
+        )
 
     def _results(
         self, handler: HandlerRegistration, command_id: str, metadata: Metadata, results: Any
@@ -489,7 +493,8 @@ class CommandProcessor(Processor):
         reason: str,
         attempts: int,
         round_key: str,
+        exception: BaseException | None = None,
     ) -> list[StreamAppend]:
         return self.parking.park(
-            event, command_type, metadata.correlation_id, reason, attempts, round_key
+            event, command_type, metadata.correlation_id, reason, attempts, round_key, exception
         )

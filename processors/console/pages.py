@@ -338,7 +338,7 @@ def parked_table(chrome: Chrome, parked: Sequence[ParkedCommand]) -> str:
         f"<tr><td><code>{esc(c.command_id)}</code></td><td>{esc(c.command_type)}</td>"
         f'<td><a href="{href("/instance", stream=c.stream)}">{esc(c.stream)}</a>@{c.revision}'
         f'</td><td class="num">{c.attempts}</td><td>{_time(c.parked_at)}</td>'
-        f'<td class="reason">{esc(c.reason)}</td>'
+        f'<td class="reason">{esc(c.reason)}{_traceback(c.traceback)}</td>'
         f"<td>{_button(chrome, 'retry', c.command_id, 'Retry')}</td></tr>"
         for c in parked
     )
@@ -347,6 +347,14 @@ def parked_table(chrome: Chrome, parked: Sequence[ParkedCommand]) -> str:
         "<th>Attempts</th><th>Parked</th><th>Reason</th><th></th></tr></thead>"
         f"<tbody>{rows}</tbody></table>"
     )
+
+
+def _traceback(traceback: str | None) -> str:
+    """A kept traceback, folded under the reason it explains."""
+    if not traceback:
+        return ""
+    shown = f'<pre class="traceback">{esc(traceback)}</pre>'
+    return f"<details><summary>Traceback</summary>{shown}</details>"
 
 
 def parked_page(chrome: Chrome, parked: Sequence[ParkedCommand]) -> str:
@@ -361,7 +369,8 @@ def skipped_page(chrome: Chrome, skipped: Sequence[SkippedInput]) -> str:
     rows = "".join(
         f"<tr><td>{esc(s.processor)}</td><td>{esc(s.event_type)}</td>"
         f'<td>{esc(s.stream)}@{s.revision}</td><td class="num">{s.position}</td>'
-        f'<td>{_time(s.skipped_at)}</td><td class="reason">{esc(s.reason)}</td>'
+        f"<td>{_time(s.skipped_at)}</td>"
+        f'<td class="reason">{esc(s.reason)}{_traceback(s.traceback)}</td>'
         f"<td>{_button(chrome, 'redrive', s.skip_id, 'Re-drive') if s.redrivable else ''}</td>"
         "</tr>"
         for s in skipped

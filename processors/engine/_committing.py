@@ -33,7 +33,7 @@ from decider.processors.app.errors import ConflictsExhausted
 from decider.processors.app.messages import InputSkipped
 from decider.processors.engine import logs, telemetry
 from decider.processors.engine._values import Context, Outcome, Unit
-from decider.processors.engine.failures import PERMANENT, ErrorLog
+from decider.processors.engine.failures import PERMANENT, ErrorLog, traceback_of, user_exception
 from decider.processors.engine.sharing import LeaseNotHeld
 from decider.stores.errors import StoreUnavailable, WrongExpectedVersion
 from decider.stores.protocol import (
@@ -161,7 +161,7 @@ class Committing(abc.ABC):
                 if source is None:
                     raise
                 reason = f"the store rejected what it led to: {describe(exc)}"
-                self.commit(Outcome([self.skip(source, reason)], source.position))
+                self.commit(Outcome([self.skip(source, reason, exc)], source.position))
                 return
         assert conflict is not None
         raise ConflictsExhausted(conflict.stream, MAX_CONFLICT_RETRIES)
@@ -240,8 +240,11 @@ class Committing(abc.ABC):
         for done in outcome.on_commit:
             done()
 
-    def skip(self, event: RecordedEvent, reason: str) -> StreamAppend:
-        """Record that ``event`` is skipped (poison), as an append for the batch's commit."""
+    def skip(
+        self, event: RecordedEvent, reason: str, cause: BaseException | None = None
+    ) -> StreamAppend:
+        """Record that ``event`` is skipped (poison), as an append for the batch's commit;
+        ``cause``: the exception that made it one, its traceback logged and kept (bounded)."""
         shown_type = _printable(event.type, 200)
         shown_reason = _printable(reason, 1000)
         self.engine_log.warning(
@@ -257,6 +260,7 @@ class Committing(abc.ABC):
                 "event_type": shown_type,
                 "event_id": str(event.id),
             },
+            exc_info=None if cause is None else user_exception(cause),
         )
         self.skipped += 1
         stream = streams.skipped_stream(self.name)
@@ -268,6 +272,7 @@ class Committing(abc.ABC):
             position=event.position,
             event_type=shown_type,
             event_id=str(event.id),
+            traceback=traceback_of(cause),
         )
         return StreamAppend(stream, [self.derived(stream, str(event.id), record)], ANY)
 

@@ -35,7 +35,13 @@ from decider.codec import describe
 from decider.processors.engine import logs, telemetry
 from decider.processors.engine._committing import MAX_CONFLICT_RETRIES, Committing
 from decider.processors.engine._values import Context, Outcome, Skip, Unit
-from decider.processors.engine.failures import PERMANENT, ErrorLog, Failure, classify
+from decider.processors.engine.failures import (
+    PERMANENT,
+    ErrorLog,
+    Failure,
+    classify,
+    user_exception,
+)
 from decider.processors.engine.sharing import LeaseNotHeld, Share
 from decider.stores import LeaseLost
 from decider.stores.errors import WrongExpectedVersion
@@ -324,15 +330,18 @@ class Processor(Committing):
         transient store failure or anything unexpected propagates (the batch is retried).
         """
         with telemetry.input_span(self.name, event):
+            cause: BaseException | None
             try:
                 return handle(event)
             except Skip as skip:
-                reason = skip.reason
+                reason, cause = skip.reason, skip.__cause__
             except BaseException as exc:
                 if classify(exc, handling_input=True) is not Failure.SKIP:
                     raise
-                reason = describe(exc)
-            outcome.appends.append(self.skip(event, reason))
+                reason, cause = describe(exc), exc
+            if cause is not None:
+                telemetry.record_exception(user_exception(cause), reason)
+            outcome.appends.append(self.skip(event, reason, cause))
         return None
 
     # -- the engine -------------------------------------------------------------------------

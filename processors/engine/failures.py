@@ -27,7 +27,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from decider.codec import describe
+from decider.codec import describe, format_traceback
 from decider.processors.app.errors import InvalidStreamName
 from decider.stores.errors import (
     CorruptEvent,
@@ -134,3 +134,15 @@ def call_user(what: str, func: Callable[..., T], *args: Any) -> T:
         if is_interrupt(exc):
             raise
         raise UserCodeFailed(what, exc) from exc
+
+
+def user_exception(exc: BaseException) -> BaseException:
+    """The exception user code raised, where ``exc`` wraps one (:class:`UserCodeFailed`), else
+    ``exc``: what a traceback shown to the user starts from."""
+    return exc.exc if isinstance(exc, UserCodeFailed) else exc
+
+
+def traceback_of(exc: BaseException | None) -> str | None:
+    """The bounded traceback kept with a skip or park record: that of the exception user code
+    raised (see :func:`user_exception`); ``None`` for no exception."""
+    return None if exc is None else format_traceback(user_exception(exc))

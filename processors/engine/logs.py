@@ -6,6 +6,11 @@ and a config file can tune one module. Context travels in ``extra`` fields (``pr
 ``stream``, ``position``, ``command_id``, ...): the JSON format writes each as a key, the text
 format appends them as ``key=value``.
 
+A record written while an OpenTelemetry span is current (an SDK installed, or a trace context
+read from a stored message) carries ``trace_id`` and ``span_id`` (hex, as W3C ``traceparent``
+writes them), added by :class:`TraceContextFilter`, so a log line can be found from its trace
+and the other way round.
+
 A standard-library :class:`logging.Formatter` rather than python-json-logger: one small class
 does it, and the service keeps its short list of dependencies.
 """
@@ -20,6 +25,8 @@ import tomllib
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from opentelemetry import trace
 
 ROOT_LOGGER = "decider"
 """The logger every logger of the package descends from."""
@@ -41,6 +48,20 @@ def context_of(record: logging.LogRecord) -> dict[str, Any]:
         for key, value in record.__dict__.items()
         if key not in _STANDARD and not key.startswith("_")
     }
+
+
+class TraceContextFilter(logging.Filter):
+    """Adds ``trace_id`` and ``span_id`` to a record written while a span is current (it lets
+    every record through). ``configure`` installs it on its handler; a logging config file
+    names it as a filter (``"()": "decider.processors.engine.logs.TraceContextFilter"``)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Add the current span's ids to ``record``, if a span is current; always ``True``."""
+        context = trace.get_current_span().get_span_context()
+        if context.is_valid and not hasattr(record, "trace_id"):
+            record.trace_id = f"{context.trace_id:032x}"
+            record.span_id = f"{context.span_id:016x}"
+        return True
 
 
 class JsonFormatter(logging.Formatter):
@@ -147,6 +168,7 @@ def configure(level: int, format: str = "text", config: Path | None = None) -> N
         raise ValueError(f"unknown log format {format!r}; use text or json")
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if format == "json" else TextFormatter())
+    handler.addFilter(TraceContextFilter())
     handler.set_name(_HANDLER)
     root = logging.getLogger()
     for old in [h for h in root.handlers if h.get_name() == _HANDLER]:

@@ -245,6 +245,16 @@ def _input_span(
         yield
 
 
+def record_exception(exc: BaseException, reason: str) -> None:
+    """Record ``exc`` (its type, message and traceback) on the current span as an exception
+    event, and mark the span as an error with ``reason`` (a no-op when nothing traces)."""
+    span = trace.get_current_span()
+    if not span.is_recording():
+        return
+    span.record_exception(exc)
+    span.set_status(StatusCode.ERROR, reason)
+
+
 def annotate(name: str, attributes: Mapping[str, Any] | None = None) -> None:
     """Add an event (a step: ``route``, ``load``, ``decide``) to the current span, and
     ``attributes`` to the span itself (a no-op when nothing traces)."""
@@ -338,6 +348,8 @@ def _handler_span(
             outcome[0] = "ok"
             if isinstance(result, HandlerFailure):
                 outcome[0] = "failed" if result.retryable else "rejected"
+                if result.exception is not None:
+                    span.record_exception(result.exception)
                 span.set_status(StatusCode.ERROR, result.reason)
 
         try:
@@ -371,18 +383,27 @@ def timer_span(
 @contextlib.contextmanager
 def commit_span(processor: str, appends: int, position: int | None) -> Iterator[None]:
     """Around one commit: a ``commit <processor>`` span linked to the input spans handled on
-    this thread since the last commit, timed in :data:`COMMIT_DURATION`."""
+    this thread since the last commit, timed in :data:`COMMIT_DURATION`.
+
+    Its parent is the current span where there is one, else the first of those input spans
+    (so the commit shows in the trace of what it commits, not as a trace of its own); a commit
+    of no input (a timer's, an idle flush) is a root span.
+    """
     tracer, active = _TRACER.get()
     start = time.perf_counter()
     if not active:
         yield
     else:
-        links = [Link(context) for context in _take_links()]
+        handled = _take_links()
+        links = [Link(context) for context in handled]
+        parent = None
+        if handled and not trace.get_current_span().get_span_context().is_valid:
+            parent = trace.set_span_in_context(trace.NonRecordingSpan(handled[0]))
         attributes: dict[str, Any] = {"decider.processor": processor, "decider.appends": appends}
         if position is not None:
             attributes["decider.position"] = position
         with tracer.start_as_current_span(
-            f"commit {processor}", links=links, attributes=attributes
+            f"commit {processor}", context=parent, links=links, attributes=attributes
         ):
             yield
     COMMIT_DURATION.record(time.perf_counter() - start, {"decider.processor": processor})

@@ -79,6 +79,8 @@ class ParkedCommand:
     reason: str
     attempts: int
     parked_at: datetime
+    traceback: str | None = None
+    """The traceback (bounded) of the exception the handler raised, if it raised one."""
 
 
 def show(store: EventStore, app: App, stream: str) -> InstanceView:
@@ -156,6 +158,7 @@ def _parked(app: App, ledger: list[RecordedEvent]) -> list[tuple[ParkedCommand, 
                 reason=message.reason,
                 attempts=message.attempts,
                 parked_at=record.recorded_at,
+                traceback=message.traceback,
             )
             parked[message.command_id] = (command, record)
         elif isinstance(message, ParkedCommandRetried):

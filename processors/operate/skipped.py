@@ -80,6 +80,8 @@ class SkippedInput:
     redriven_as: str | None
     redrivable: bool = True
     """Whether :func:`redrive` can hand the event over again (see :func:`can_redrive`)."""
+    traceback: str | None = None
+    """The traceback (bounded) of the exception that made the input a skip, if one did."""
 
     def as_json(self) -> dict[str, object]:
         """The record as a JSON object."""
@@ -95,6 +97,7 @@ class SkippedInput:
             "skipped_at": self.skipped_at.isoformat(),
             "redriven_as": self.redriven_as,
             "redrivable": self.redrivable,
+            "traceback": self.traceback,
         }
 
 
@@ -251,4 +254,5 @@ def _skipped(app: App, record: RecordedEvent, skipped: InputSkipped) -> SkippedI
         skipped_at=record.recorded_at,
         redriven_as=None,
         redrivable=can_redrive(app, skipped.stream, skipped.event_type),
+        traceback=skipped.traceback,
     )

@@ -43,10 +43,12 @@ from opentelemetry.metrics import CallbackOptions, Observation
 
 from decider import Lifecycle
 from decider.processors.app import streams
+from decider.processors.app.messages import CommandParked, InputSkipped, ParkedCommandRetried
 from decider.processors.engine.telemetry import SCOPE
 from decider.processors.operate.listing import lifecycle_of_type
+from decider.processors.operate.skipped import InputRedriven
 from decider.processors.operate.stuck import StuckWatcher
-from decider.stores.protocol import EventStore, Filter
+from decider.stores.protocol import EventStore, Filter, RecordedEvent
 
 if TYPE_CHECKING:
     from decider.processors.app.definition import App
@@ -106,12 +108,67 @@ class InstanceCounts:
         return self.counts
 
 
+class LedgerCounts:
+    """The commands of an app parked now and its skipped inputs not re-driven yet, from the
+    parked-command ledger and the skipped-inputs streams, reading only what is new at each
+    :meth:`update`.
+
+    What is parked or skipped now is in the store, whoever parked or skipped it: unlike the
+    processors' ``parked`` and ``skipped`` counters, which count what this process did since
+    it started (0 in a process started after the parks, or in another process of the app).
+    Memory is one id per command parked now and per skip record pending.
+    """
+
+    def __init__(self, store: EventStore, app: App) -> None:
+        self.store = store
+        self.app = app
+        self._ledger = streams.parked_stream(app.name)
+        self._skips = streams.skipped_prefix(app.name)
+        self._filter = Filter(stream_prefixes=(self._ledger, self._skips))
+        self._position: int | None = None
+        self._parked: set[str] = set()
+        self._skipped: dict[str, str] = {}
+        """The pending skip records' ids, each with its processor."""
+
+    def update(self) -> tuple[int, Counter[str]]:
+        """Read the records since the last update; the commands parked now, and the pending
+        skipped inputs by processor."""
+        while page := self.store.read_all(self._position, _PAGE, self._filter):
+            for record in page:
+                self._count(record)
+            self._position = page[-1].position
+            if len(page) < _PAGE:
+                break
+        return len(self._parked), Counter(self._skipped.values())
+
+    def _count(self, record: RecordedEvent) -> None:
+        ledger = record.stream == self._ledger
+        if not ledger and not record.stream.startswith(self._skips):
+            return  # another app's ledger, whose name starts with this one's
+        try:
+            message = self.app.codec.decode_message(record.type, record.data)
+        except Exception:  # a record that does not decode counts for nothing
+            return
+        match message:
+            case CommandParked(command_id=command_id) if ledger:
+                self._parked.add(command_id)
+            case ParkedCommandRetried(command_id=command_id) if ledger:
+                self._parked.discard(command_id)
+            case InputSkipped(processor=processor):
+                self._skipped[str(record.id)] = processor
+            case InputRedriven(skip_id=skip_id):
+                self._skipped.pop(skip_id, None)
+
+
 class _Sampler:
     """One service's sampled values, computed at most once per :data:`SAMPLE_EVERY`."""
 
     def __init__(self, service: Service) -> None:
         self.instances = InstanceCounts(service.store, service.app)
         self.stuck = StuckWatcher(service.store, service.app)
+        self.ledgers = LedgerCounts(service.store, service.app)
+        self.parked_now = 0
+        self.skipped_now: Counter[str] = Counter()
         self.lags: dict[str, tuple[float, int]] = {}
         self.instance_counts: Counter[tuple[str, Lifecycle]] = Counter()
         self.stuck_counts: Counter[str] = Counter()
@@ -139,6 +196,10 @@ class _Sampler:
                 self.stuck_counts = self.stuck.stuck_counts()
         except Exception as exc:
             _LOG.debug("no instance sample: %r", exc)
+        try:
+            self.parked_now, self.skipped_now = self.ledgers.update()
+        except Exception as exc:
+            _LOG.debug("no parked or skipped sample: %r", exc)
 
 
 def _lag(processor: Processor, store: EventStore, now: datetime) -> tuple[float, int]:
@@ -233,6 +294,19 @@ def _instances(options: CallbackOptions) -> Iterable[Observation]:
             yield Observation(count, {"decider.workflow": workflow, "decider.status": status.value})
 
 
+def _parked_now(options: CallbackOptions) -> Iterable[Observation]:
+    for service, sampler in _samples():
+        yield Observation(sampler.parked_now, {"decider.app": service.app.name})
+
+
+def _skipped_now(options: CallbackOptions) -> Iterable[Observation]:
+    for service, sampler in _samples():
+        names = {p.name for p in service.processors} | set(sampler.skipped_now)
+        for name in sorted(names):
+            labels = {"decider.app": service.app.name, "decider.processor": name}
+            yield Observation(sampler.skipped_now[name], labels)
+
+
 def _stuck(options: CallbackOptions) -> Iterable[Observation]:
     for service, sampler in _samples():
         if not sampler.stuck.active:
@@ -283,6 +357,18 @@ _METER.create_observable_gauge(
     [_instances],
     unit="{instance}",
     description="Instances by workflow and status (sampled).",
+)
+_METER.create_observable_gauge(
+    "decider.commands.parked",
+    [_parked_now],
+    unit="{command}",
+    description="Commands parked now, whoever parked them (the ledger; sampled).",
+)
+_METER.create_observable_gauge(
+    "decider.inputs.skipped",
+    [_skipped_now],
+    unit="{input}",
+    description="Skipped inputs not re-driven yet, by processor (sampled).",
 )
 _METER.create_observable_gauge(
     "decider.instances.stuck",

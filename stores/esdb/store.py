@@ -31,6 +31,7 @@ not a :class:`~decider.stores.protocol.TransactionalStore` (KurrentDB 25.1 and 2
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import enum
 import json
@@ -38,6 +39,7 @@ import re
 import sys
 import threading
 import uuid
+import weakref
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -213,6 +215,7 @@ class EsdbEventStore:
         self._leases = EsdbLeases(self)
         self._line = AppendLine(self._client)
         self._reads = ReadChannel(self._client)
+        _OPEN.add(self)
 
     def __repr__(self) -> str:
         return f"EsdbEventStore({self._shown!r})"
@@ -467,6 +470,7 @@ class EsdbEventStore:
             self._closed = True
             subscriptions = list(self._subscriptions)
             self._subscriptions.clear()
+        _OPEN.discard(self)
         for subscription in subscriptions:
             subscription.stop()
         self._line.close()
@@ -476,3 +480,18 @@ class EsdbEventStore:
     def _check_open(self) -> None:
         if self._closed:
             raise StoreError("the EventStoreDB event store is closed")
+
+
+_OPEN: weakref.WeakSet[EsdbEventStore] = weakref.WeakSet()
+"""The stores not closed yet: closed at interpreter exit."""
+
+
+@atexit.register
+def _close_open_stores() -> None:
+    """Close the stores a program left open when it ends. Left to the garbage collector at
+    interpreter exit, the client's ``__del__`` closes its gRPC channel while the append
+    stream's request thread still waits for requests, and the process never exits; closing
+    the store first ends that stream."""
+    for store in list(_OPEN):
+        with contextlib.suppress(Exception):  # exiting: a store that cannot close is let go
+            store.close()

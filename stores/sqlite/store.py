@@ -434,7 +434,13 @@ class SqliteEventStore:
         error = _store_error(self._path, exc)
         if isinstance(error, StoreUnavailable) and not self._in_memory:
             with contextlib.suppress(sqlite3.Error):
-                self._connections.drop((connection, in_use))
+                if _primary(exc) == sqlite3.SQLITE_READONLY:
+                    # Every connection of this process to a WAL file shares its shared-memory
+                    # file, opened read-only if the file system was read-only when the first
+                    # connection came: only closing them all lets the next one write.
+                    self._connections.drop_all()
+                else:
+                    self._connections.drop((connection, in_use))
         return error
 
     def _connection(self) -> tuple[sqlite3.Connection, threading.RLock]:
@@ -474,6 +480,12 @@ _TRANSIENT = {
 _PERMANENT = {sqlite3.SQLITE_TOOBIG, sqlite3.SQLITE_MISMATCH, sqlite3.SQLITE_RANGE}
 
 
+def _primary(exc: sqlite3.Error) -> int | None:
+    """The primary result code of ``exc`` (the low byte of its extended code), if it has one."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return None if code is None else int(code) & 0xFF
+
+
 def _store_error(path: str, exc: sqlite3.Error) -> StoreError:
     """The one place where sqlite3's errors become the store's.
 
@@ -482,8 +494,11 @@ def _store_error(path: str, exc: sqlite3.Error) -> StoreError:
     connection, see :func:`_is_transient`). A value SQLite can never hold (too big):
     :class:`PermanentStoreError`. Anything else (a corrupt file, a bug): :class:`StoreError`.
     """
-    code = getattr(exc, "sqlite_errorcode", None)
-    primary = None if code is None else code & 0xFF
+    primary = _primary(exc)
+    if isinstance(exc, sqlite3.ProgrammingError) and "closed database" in str(exc):
+        # Only a connection closed under a thread that had taken it, by a read-only failure
+        # on another thread (see SqliteEventStore._failed): the next call opens a fresh one.
+        return StoreUnavailable(f"SQLite database {path!r} was reopened: {exc}")
     if primary in _TRANSIENT:
         return StoreUnavailable(f"SQLite database {path!r} {_TRANSIENT[primary]}: {exc}")
     if isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc)):

@@ -223,6 +223,18 @@ def test_assert_decide_deterministic_catches_an_error_raised_only_sometimes() ->
         assert_decide_deterministic(attrs.evolve(counter, decide=flaky), INPUTS)
 
 
+def test_the_property_helpers_fail_when_decide_accepts_no_input_drawn() -> None:
+    def refusing(input: str, state: Count) -> Sequence[Command[str]]:
+        raise KeyError("missing_key")  # a bug: every input is rejected, no walk gets anywhere
+
+    broken = attrs.evolve(counter, decide=refusing)
+
+    with pytest.raises(AssertionError, match=r"accepted none of the \d+ inputs.*KeyError"):
+        assert_fold_total(broken, INPUTS, max_examples=10)
+    with pytest.raises(AssertionError, match="assert_decide_deterministic: decide accepted none"):
+        assert_decide_deterministic(broken, INPUTS, max_examples=10)
+
+
 def test_assert_fold_total_catches_an_evolve_that_fails_on_a_reachable_history() -> None:
     def partial(state: Count, event: WorkflowEvent[str, str]) -> Count:
         if isinstance(event, Published):

@@ -135,12 +135,16 @@ def test_the_stores_import_nothing_of_the_pure_core(path: Path) -> None:
                 ), f"{path}: imports {alias.name}"
 
 
-@given(instance_id=st.text(min_size=1, max_size=40).filter(lambda s: "\x00" not in s))
+# Text a store can hold (no NUL, no lone surrogate): every generated id must build a stream,
+# so no example passes by the name being refused.
+_IDS = st.text(
+    st.characters(exclude_categories=["Cs"], exclude_characters="\x00"), min_size=1, max_size=40
+)
+
+
+@given(instance_id=_IDS)
 def test_instance_streams_are_named_as_the_core_names_them(instance_id: str) -> None:
     workflow: Workflow[Any, int, Any] = Workflow("Order", 0, lambda s, e: s, lambda i, s: [])
-    try:
-        built = streams.instance_stream("Order", instance_id)
-    except ValueError:
-        return  # a lone surrogate: no store could hold it
+    built = streams.instance_stream("Order", instance_id)
     assert built == workflow.stream(instance_id)
     assert streams.workflow_of(built) == "Order"

@@ -3,14 +3,19 @@ connection is reopened, so the store recovers by itself once the cause is gone."
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import sqlite3
 import subprocess
+import sys
+import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
+from decider.processors import Service
 from decider.stores import (
     ANY,
     NO_STREAM,
@@ -18,8 +23,12 @@ from decider.stores import (
     StoreError,
     StoreUnavailable,
 )
+from decider.stores._connections import ThreadConnections
 from decider.stores.contract import new_events
 from decider.stores.sqlite.store import SqliteEventStore, _store_error
+from samples.traffic_fine.app import app as fines
+from tests.support.service import ROOT
+from tests.support.waiting import wait_until
 
 _READONLY = "attempt to write a readonly database"
 
@@ -142,3 +151,103 @@ def test_a_file_read_only_for_a_while_recovers_in_every_thread(tmp_path: Path) -
     finally:
         worker.shutdown()
         store.close()
+
+
+@contextlib.contextmanager
+def _tmpfs(where: Path) -> Iterator[Path]:
+    """A tmpfs mounted at ``where`` (skips the test where mounting is impossible: not root, no
+    mount namespace); unmounted after, writable again first."""
+    where.mkdir()
+    try:
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(where)],
+            check=True, capture_output=True, timeout=30,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError) as exc:
+        pytest.skip(f"cannot mount a tmpfs here: {exc}")
+    try:
+        yield where
+    finally:
+        _remount(where, "rw")
+        subprocess.run(["umount", str(where)], check=False, capture_output=True, timeout=30)
+
+
+def _remount(where: Path, mode: str) -> None:
+    subprocess.run(
+        ["mount", "-o", f"remount,{mode}", str(where)], check=True, capture_output=True, timeout=30
+    )
+
+
+_KILLED_PUBLISHER = """
+import os, sys
+from decider.stores.sqlite import SqliteEventStore
+from samples.traffic_fine.app import REPORTS_STREAM, app
+from samples.traffic_fine.messages import PoliceReportPublished, SpeedingViolation
+
+store = SqliteEventStore(sys.argv[1])
+offense = SpeedingViolation(maximum_speed="50", measured_speed="90")
+app.publish_many(
+    store,
+    [PoliceReportPublished(police_report_id=f"ro-{i}", offense=offense) for i in range(3)],
+    REPORTS_STREAM,
+)
+os._exit(0)  # killed: its -wal and -shm files stay, as after a SIGKILL
+"""
+
+
+def test_a_service_started_on_a_read_only_mount_recovers_once_it_is_writable(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with _tmpfs(tmp_path / "mnt") as mount:
+        db = mount / "events.db"
+        subprocess.run(
+            [sys.executable, "-c", _KILLED_PUBLISHER, str(db)],
+            check=True, cwd=ROOT, capture_output=True, timeout=60,
+        )  # fmt: skip
+        _remount(mount, "ro")
+        caplog.set_level(logging.WARNING, logger="decider")
+        store = SqliteEventStore(db, busy_timeout=0.2)
+        try:
+            with Service(fines, store) as service:
+                wait_until(
+                    lambda: any("is read-only" in r.getMessage() for r in caplog.records),
+                    timeout=30,
+                    what="a write refused as read-only",
+                )
+                _remount(mount, "rw")
+
+                def completed() -> int:
+                    return sum(1 for e in store.read_all() if e.type == "Completed")
+
+                assert service.wait_until(lambda: completed() == 3, 30), (
+                    "the service did not recover once the file system was writable"
+                )
+        finally:
+            store.close()
+
+
+def test_two_threads_that_drop_every_connection_at_once_do_not_wait_on_each_other(
+    tmp_path: Path,
+) -> None:
+    """Two threads whose writes are refused as read-only at the same moment each drop every
+    connection while holding their own: neither waits for the other's."""
+    connections = ThreadConnections(
+        lambda: sqlite3.connect(tmp_path / "e.db", check_same_thread=False),
+        lambda: StoreError("closed"),
+    )
+    both = threading.Barrier(2, timeout=10)
+
+    def refused() -> sqlite3.Connection:
+        connection, in_use = connections.get()
+        with in_use:
+            both.wait()  # each holds its own connection while the other drops them all
+            connections.drop_all()
+        fresh, _ = connections.get()
+        assert fresh is not connection
+        return fresh
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        done = [pool.submit(refused) for _ in range(2)]
+        fresh = [future.result(timeout=20) for future in done]
+    assert all(c.execute("SELECT 1").fetchone() == (1,) for c in fresh)
+    connections.close()
