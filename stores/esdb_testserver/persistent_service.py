@@ -222,12 +222,10 @@ class PersistentSubscriptionsServicer(persistent_pb2_grpc.PersistentSubscription
         resp = _Resp.ReadEvent(event=_recorded(event, structured), retry_count=retry_count)
         if link is not None:
             resp.link.CopyFrom(_recorded(link, structured))
-        if link is not None and link is not record:
-            resp.commit_position = link.position  # the parked record's, as EventStoreDB does
-        elif group.source == ALL:
-            resp.commit_position = record.position
-        else:
-            resp.no_position.SetInParent()
+        # the original record's position (the link's, for a resolved or a replayed parked
+        # event), on a stream's group too: servers from 22.10 on read streams with positions,
+        # and kurrentdbclient refuses an event without one
+        resp.commit_position = (record if link is None else link).position
         return _Resp(event=resp)
 
     def _where(

@@ -151,3 +151,19 @@ def test_a_group_reports_its_start_as_given_also_after_an_update(
     assert _start_after_update(client, from_position, None) == f"C:{last}/P:{last}"
     assert _start_after_update(client, stream_from_end, stream) == "-1"
     assert _start_after_update(client, stream_from_one, stream) == "1"
+
+
+def test_an_event_of_a_streams_group_comes_with_its_position(
+    client: EventStoreDBClient, stream: str
+) -> None:
+    # servers from 22.10 on: kurrentdbclient refuses a persistent event without a position
+    client.append_to_stream(stream, current_version=StreamState.NO_STREAM, events=events(2))
+    name = group()
+    client.create_subscription_to_stream(name, stream)
+    subscription = client.read_subscription_to_stream(name, stream)
+    try:
+        received = take(subscription, 2)
+    finally:
+        subscription.stop()
+    stored = client.get_stream(stream)
+    assert [e.commit_position for e in received] == [commit_position(e) for e in stored]
