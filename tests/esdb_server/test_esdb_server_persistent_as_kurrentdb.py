@@ -19,6 +19,7 @@ from decider.stores.esdb_testserver import EsdbTestServer
 from decider.stores.esdb_testserver._proto import persistent_pb2
 from tests.esdb_server.esdb_server_helpers import commit_position, events
 from tests.esdb_server.test_esdb_server_persistent import read, take
+from tests.support.waiting import wait_until
 
 
 def group() -> str:
@@ -167,3 +168,46 @@ def test_an_event_of_a_streams_group_comes_with_its_position(
         subscription.stop()
     stored = client.get_stream(stream)
     assert [e.commit_position for e in received] == [commit_position(e) for e in stored]
+
+
+def _in_flight(server: EsdbTestServer, name: str, stream: str) -> dict[str, int]:
+    """Each connection's unacknowledged events, by connection name (``GetInfo`` over plain
+    gRPC: esdbclient does not show the connections)."""
+    request = persistent_pb2.GetInfoReq()
+    request.options.group_name = name
+    request.options.stream_identifier.stream_name = stream.encode()
+    with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+        get_info = channel.unary_unary(
+            "/event_store.client.persistent_subscriptions.PersistentSubscriptions/GetInfo",
+            request_serializer=persistent_pb2.GetInfoReq.SerializeToString,
+            response_deserializer=persistent_pb2.GetInfoResp.FromString,
+        )
+        info = get_info(request, timeout=10).subscription_info
+    return {c.connection_name: c.in_flight_messages for c in info.connections}
+
+
+def test_dispatch_to_single_moves_a_full_first_consumer_behind_the_next(
+    esdb_server: EsdbTestServer, stream: str
+) -> None:
+    # the head keeps taking while it has room; once full it goes to the tail for good
+    name = group()
+    first = EventStoreDBClient(f"{esdb_server.uri}&ConnectionName=first")
+    second = EventStoreDBClient(f"{esdb_server.uri}&ConnectionName=second")
+    first.create_subscription_to_stream(name, stream, consumer_strategy="DispatchToSingle")
+    small = first.read_subscription_to_stream(
+        name, stream, event_buffer_size=1, max_ack_batch_size=1
+    )
+    large = second.read_subscription_to_stream(name, stream, event_buffer_size=10)
+    try:
+        first.append_to_stream(stream, current_version=StreamState.NO_STREAM, events=events(3))
+        [held] = take(small, 1, ack=False)
+        assert [e.stream_position for e in take(large, 2, ack=False)] == [1, 2]
+        small.ack(held)
+        wait_until(lambda: _in_flight(esdb_server, name, stream) == {"first": 0, "second": 2})
+        first.append_to_stream(stream, current_version=2, events=events(1))
+        wait_until(lambda: _in_flight(esdb_server, name, stream) == {"first": 0, "second": 3})
+    finally:
+        for subscription in (small, large):
+            subscription.stop()
+        first.close()
+        second.close()
