@@ -86,7 +86,8 @@ class InvalidSettings(Exception):
 
 def check_strategy(settings: Settings) -> None:
     """:class:`InvalidSettings` for a consumer strategy that is not registered
-    (``PersistentSubscriptionService``: checked before anything else but the group's existence)."""
+    (``PersistentSubscriptionService`` checks it first on Create, after the group's existence
+    on Update)."""
     if settings.consumer_strategy not in STRATEGIES:
         raise InvalidSettings(f"Consumer strategy {settings.consumer_strategy} does not exist.")
 
