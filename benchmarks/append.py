@@ -20,8 +20,8 @@ from pathlib import Path
 from benchmarks.harness import Figure, Result, Target, compare_median, timed
 from decider import Codec, Metadata, Sent, event_id
 from decider.stores import NO_STREAM, ExpectedRevision, NewEvent
-from decider.stores._sqlite_sql import INSERT, SCHEMA
 from decider.stores.sqlite import SqliteEventStore
+from decider.stores.sqlite._sql import INSERT, SCHEMA
 from samples.traffic_fine.messages import GenerateTrafficFineSystemNumber
 
 STREAM = "IssueTrafficFineForSpeedingViolation-wf_bench"

@@ -43,8 +43,8 @@ from benchmarks.harness import (
 )
 from benchmarks.pg import CONNECT_TIMEOUT, fresh_schema, redact
 from decider.stores import NO_STREAM, ExpectedRevision, NewEvent
-from decider.stores._postgres_sql import Statements
 from decider.stores.postgres import PostgresEventStore
+from decider.stores.postgres._sql import Statements
 
 Row = tuple[int, str, int, Any, str, bytes, bytes, datetime]
 Side = Callable[[str], AbstractContextManager[Callable[[], None]]]

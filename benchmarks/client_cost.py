@@ -21,7 +21,7 @@ from typing import Any
 
 from benchmarks import end_to_end
 from benchmarks.harness import Figure, Pending, Result, Target
-from decider.stores._esdb_client import load
+from decider.stores.esdb._client import load
 
 TARGETS = {"esdb": Target("<=", 1.5), "esdb_25": None, "esdb_v1": Target("<=", 2.5)}
 """Issue 26's bounds on the ratio: AppendRecords (26.1) and the v1 protocol; none for 25.1."""

@@ -49,7 +49,7 @@ from samples.traffic_fine.workflow import workflow
 STORES = ("sqlite", "memory", "esdb", "esdb_25", "esdb_v1", "postgres")
 """The stores an end-to-end run can use. ``esdb``: the EventStoreDB test server (in a process of
 its own, as a real node would be, acting as KurrentDB 26.1) through
-:func:`~decider.stores._esdb_batch.open_esdb_store`, so with atomic batches (``AppendRecords``,
+:func:`~decider.stores.esdb._batch.open_esdb_store`, so with atomic batches (``AppendRecords``,
 either client); ``esdb_25``: the server acting as KurrentDB 25.1, whose atomic batches are
 ``AppendSession`` calls (``kurrentdbclient`` only); ``esdb_v1``: the 26.1 server with v1 calls
 only (``multi_stream_append=False``), as on EventStoreDB 24.10."""
@@ -71,7 +71,7 @@ def _open_store(kind: str, directory: Path, uri: str | None, schema: str | None)
 
         return MemoryEventStore()
     if kind in _ESDB:
-        from decider.stores._esdb_batch import open_esdb_store
+        from decider.stores.esdb._batch import open_esdb_store
 
         if uri is None:
             raise ValueError("an EventStoreDB run needs the server's uri")
@@ -236,7 +236,7 @@ def esdb_test_server(version: str = "26.1") -> Iterator[str]:
         [
             sys.executable,
             "-m",
-            "decider.stores.esdb_testserver",
+            "decider.stores.esdb.testserver",
             "--port",
             "0",
             "--kurrentdb-version",
@@ -416,7 +416,7 @@ def measure(
 
 def _has_append_session() -> bool:
     """Whether the installed client can make 25.1's ``AppendSession`` (``kurrentdbclient``)."""
-    from decider.stores._esdb_client import load
+    from decider.stores.esdb._client import load
 
     return load().new_events is not None
 

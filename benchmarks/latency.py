@@ -4,8 +4,8 @@ A tiny counter workflow (input ``bench.Increment``, which decides nothing, so ea
 one ``Received`` event) has one instance per history length, its stream pre-filled with the
 very events the processor would have written (same types, derived ids and metadata, so the
 instance's handled message ids are all there). The real
-:class:`~decider.processors.workflow_processor.WorkflowProcessor` then handles inputs read back from
-the store, one batch of one input at a time, each committed (events and checkpoint in one
+:class:`~decider.processors.workflows.processor.WorkflowProcessor` then handles inputs read back
+from the store, one batch of one input at a time, each committed (events and checkpoint in one
 SQLite transaction, ``synchronous=FULL``). Two cases:
 
 - warm: the instance is in the processor's cache, as for an active instance; after a few
@@ -40,8 +40,8 @@ from decider import (
     start,
 )
 from decider.processors import App, Signal, SystemClock
-from decider.processors.base import Context
-from decider.processors.workflow_processor import WorkflowProcessor
+from decider.processors.engine.base import Context
+from decider.processors.workflows.processor import WorkflowProcessor
 from decider.stores import NO_STREAM, ExpectedRevision, NewEvent, RecordedEvent
 from decider.stores.memory import MemoryEventStore
 from decider.stores.sqlite import SqliteEventStore

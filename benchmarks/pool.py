@@ -43,9 +43,9 @@ from benchmarks.end_to_end import RunFailed
 from benchmarks.harness import Figure, Pending, Result, Target
 from benchmarks.pool_instant import instant
 from decider.processors import App, RetryPolicy, Service
-from decider.processors.app import HandlerRegistration
-from decider.processors.clock import SystemClock
-from decider.processors.pool import CommandPool, Job
+from decider.processors.app.definition import HandlerRegistration
+from decider.processors.commands.pool import CommandPool, Job
+from decider.processors.engine.clock import SystemClock
 from decider.stores import CaughtUp, Filter
 from decider.stores.sqlite import SqliteEventStore
 from samples.traffic_fine import app as sample

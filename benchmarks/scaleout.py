@@ -51,8 +51,8 @@ from typing import Any
 
 from benchmarks import pg
 from benchmarks.harness import Figure, Pending, Result, Target, format_table
-from decider.processors.partitions import checkpoint_name, lease_name
-from decider.processors.streams import workflow_processor_name
+from decider.processors.app.streams import workflow_processor_name
+from decider.processors.group.partitions import checkpoint_name, lease_name
 from decider.stores import CaughtUp, EventStore, Filter
 from decider.stores.leases import LeaseStore
 from decider.stores.protocol import CheckpointStore, TransactionalStore
@@ -119,8 +119,8 @@ def _store(kind: str, pg_uri: str | None) -> Iterator[tuple[EventStore, str]]:
 def _esdb_store() -> Iterator[tuple[EventStore, str]]:
     """A fresh EventStoreDB test server process and a fenced store on it."""
     from benchmarks.end_to_end import esdb_test_server
-    from decider.stores._esdb_batch import open_esdb_store
-    from decider.stores.esdb import CLIENT
+    from decider.stores.esdb._batch import open_esdb_store
+    from decider.stores.esdb.store import CLIENT
 
     with esdb_test_server() as uri:
         store = open_esdb_store(uri)

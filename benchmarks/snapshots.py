@@ -22,7 +22,7 @@ import attrs
 from benchmarks import latency
 from benchmarks.harness import Figure, Result, Target
 from decider.processors import App
-from decider.processors.workflow_processor import WorkflowProcessor
+from decider.processors.workflows.processor import WorkflowProcessor
 from decider.stores.memory import MemoryEventStore
 from decider.stores.sqlite import SqliteEventStore
 

@@ -6,7 +6,7 @@ streams; a :class:`Service` runs its workflow, command and timer processors as t
 views. See docs/processors.md for the guarantees and the stream names.
 """
 
-from decider.processors.app import (
+from decider.processors.app.definition import (
     DEFAULT_POOL_SIZE,
     DEFAULT_TIMEOUT,
     App,
@@ -15,9 +15,7 @@ from decider.processors.app import (
     Route,
     by_correlation,
 )
-from decider.processors.base import LOGGER
-from decider.processors.clock import Clock, FakeClock, Signal, SystemClock
-from decider.processors.errors import (
+from decider.processors.app.errors import (
     AppDefinitionError,
     ConflictsExhausted,
     InvalidStreamName,
@@ -27,15 +25,18 @@ from decider.processors.errors import (
     RequestNotAnswered,
     RequestTimeout,
 )
-from decider.processors.handler_status import HandlerStatus, handler_status
-from decider.processors.messages import (
+from decider.processors.app.messages import (
     CommandFailed,
     CommandParked,
     InputSkipped,
     ParkedCommandRetried,
 )
-from decider.processors.pool import HandlerLoad
-from decider.processors.queries import (
+from decider.processors.app.retry import HandlerFailure, RetryPolicy
+from decider.processors.commands.pool import HandlerLoad
+from decider.processors.engine.base import LOGGER
+from decider.processors.engine.clock import Clock, FakeClock, Signal, SystemClock
+from decider.processors.operate.handler_status import HandlerStatus, handler_status
+from decider.processors.operate.queries import (
     HistoryEntry,
     InstanceStatus,
     InstanceView,
@@ -45,8 +46,7 @@ from decider.processors.queries import (
     show,
     status,
 )
-from decider.processors.retry import HandlerFailure, RetryPolicy
-from decider.processors.service import Service
+from decider.processors.service.service import Service
 
 __all__ = [
     "DEFAULT_POOL_SIZE",

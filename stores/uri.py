@@ -102,7 +102,7 @@ def _sqlite(uri: str, rest: str) -> EventStore:
         if key in options:
             raise UnsupportedStoreURI(uri, f"parameter {key!r} given twice")
         options[key] = value
-    from decider.stores.sqlite import SqliteEventStore
+    from decider.stores.sqlite.store import SqliteEventStore
 
     try:
         return SqliteEventStore(
@@ -125,8 +125,8 @@ def _seconds(options: dict[str, str], key: str, default: float) -> float:
 
 
 def _esdb(uri: str) -> EventStore:
-    _adapter(uri, "decider.stores.esdb", "EventStoreDB", driver="esdbclient", extra="esdb")
-    from decider.stores._esdb_batch import open_esdb_store
+    _adapter(uri, "decider.stores.esdb.store", "EventStoreDB", driver="esdbclient", extra="esdb")
+    from decider.stores.esdb._batch import open_esdb_store
 
     store: EventStore = open_esdb_store(uri)
     return store
@@ -161,7 +161,7 @@ def _postgres(uri: str) -> EventStore:
         options[key] = urllib.parse.unquote(raw_value)
     conninfo = base + ("?" + "&".join(passed) if passed else "")
     module = _adapter(
-        uri, "decider.stores.postgres", "PostgreSQL", driver="psycopg", extra="postgres"
+        uri, "decider.stores.postgres.store", "PostgreSQL", driver="psycopg", extra="postgres"
     )
     try:
         store: EventStore = module.PostgresEventStore(

@@ -207,7 +207,7 @@ def test_the_wheel_holds_one_import_root_and_the_license(wheel: Path) -> None:
     dist_info = f"decider_workflows-{VERSION}.dist-info"
     assert {name.split("/")[0] for name in names} == {"decider", dist_info}
     assert f"{dist_info}/licenses/LICENSE" in names
-    assert "decider/stores/sqlite.py" in names
+    assert "decider/stores/sqlite/store.py" in names
     assert "decider/processors/cli/__init__.py" in names
     assert zipfile.ZipFile(wheel).read(f"{dist_info}/top_level.txt").split() == [b"decider"]
 

@@ -2,7 +2,7 @@
 
 Run it against any EventStoreDB node, real or the project's test server:
 
-    python -m decider.stores.esdb_testserver --port 2113 &
+    python -m decider.stores.esdb.testserver --port 2113 &
     python docs/examples/esdb_plain_client.py esdb://localhost:2113?Tls=false
 
 It prints one line per step; against EventStoreDB 24.10 and against the test server the lines

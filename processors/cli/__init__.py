@@ -35,8 +35,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from decider.processors import gc_tuning, logs
-from decider.processors.cache import DEFAULT_CACHE_SIZE
+from decider.processors.app.errors import NotParked, ProcessorDied
+from decider.processors.cli.console import add_commands as add_console_commands
 from decider.processors.cli.documents import instance_document, parked_document, status_document
 from decider.processors.cli.loading import (
     APP_ENV,
@@ -55,18 +55,19 @@ from decider.processors.cli.operate import (
 )
 from decider.processors.cli.running import EarlySignals, Heartbeat, metrics_endpoint, run_service
 from decider.processors.cli.views import instance_lines, parked_lines, status_lines
-from decider.processors.console.cli import add_commands as add_console_commands
-from decider.processors.errors import NotParked, ProcessorDied
-from decider.processors.handler_status import handler_lines, handler_status
-from decider.processors.partition_status import (
+from decider.processors.engine import logs
+from decider.processors.operate.handler_status import handler_lines, handler_status
+from decider.processors.operate.partition_status import (
     join_group,
     partition_document,
     partition_lines,
     partition_rows,
 )
-from decider.processors.queries import list_parked, retry_parked, show, status
-from decider.processors.replay_check import replay_stored
-from decider.processors.service import Service
+from decider.processors.operate.queries import list_parked, retry_parked, show, status
+from decider.processors.operate.replay_check import replay_stored
+from decider.processors.service import gc_tuning
+from decider.processors.service.service import Service
+from decider.processors.workflows.cache import DEFAULT_CACHE_SIZE
 from decider.stores.errors import StoreError
 from decider.stores.redact import redact_uri
 

@@ -9,8 +9,13 @@ from typing import Any
 
 import cattrs
 
-from decider.processors.app import App
-from decider.processors.queries import HistoryEntry, InstanceStatus, InstanceView, ParkedCommand
+from decider.processors.app.definition import App
+from decider.processors.operate.queries import (
+    HistoryEntry,
+    InstanceStatus,
+    InstanceView,
+    ParkedCommand,
+)
 
 _CONVERTER = cattrs.Converter()
 

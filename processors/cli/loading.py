@@ -14,7 +14,7 @@ import urllib.parse
 from pathlib import Path
 from types import ModuleType
 
-from decider.processors.app import App
+from decider.processors.app.definition import App
 from decider.stores.errors import StoreError
 from decider.stores.protocol import EventStore
 from decider.stores.uri import open_store, redact_uri

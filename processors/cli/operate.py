@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from decider import Lifecycle
-from decider.processors.app import App
+from decider.processors.app.definition import App
 from decider.processors.cli.loading import (
     APP_ENV,
     STORE_ENV,
@@ -25,8 +25,8 @@ from decider.processors.cli.loading import (
     store_uri,
 )
 from decider.processors.cli.views import instance_list_lines, skipped_lines
-from decider.processors.listing import InstanceQuery, list_instances
-from decider.processors.operations import (
+from decider.processors.operate.listing import InstanceQuery, list_instances
+from decider.processors.operate.operations import (
     OperationError,
     position_before,
     publish_json,
@@ -34,7 +34,7 @@ from decider.processors.operations import (
     reset_checkpoint,
     resolve_processor,
 )
-from decider.processors.skipped import (
+from decider.processors.operate.skipped import (
     NotRedrivable,
     find_skipped,
     list_skipped,

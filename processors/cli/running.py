@@ -17,18 +17,18 @@ from collections.abc import Iterator
 from types import FrameType
 from typing import Any
 
-from decider.processors import service_metrics
-from decider.processors.app import App
-from decider.processors.base import Processor
+from decider.processors.app.definition import App
 from decider.processors.cli.loading import UsageError
-from decider.processors.operations import (
+from decider.processors.engine.base import Processor
+from decider.processors.operate.operations import (
     HEARTBEAT_EVERY,
     beat,
     clear_heartbeat,
     heartbeat_name,
 )
-from decider.processors.service import Service
-from decider.processors.stuck import StuckWatcher
+from decider.processors.operate.stuck import StuckWatcher
+from decider.processors.service import metrics as service_metrics
+from decider.processors.service.service import Service
 from decider.stores.errors import WrongExpectedVersion
 from decider.stores.protocol import CheckpointStore, EventStore
 
@@ -64,7 +64,7 @@ class ProgressReporter:
     stays quiet), on a daemon thread; :meth:`stop` logs a last line.
 
     At the same pace it logs a WARNING once for each instance that became stuck (see
-    :class:`~decider.processors.stuck.StuckWatcher`), where a workflow has a
+    :class:`~decider.processors.operate.stuck.StuckWatcher`), where a workflow has a
     ``progress_within``.
     """
 
@@ -121,7 +121,7 @@ class ProgressReporter:
 
 class Heartbeat:
     """While the block runs, a daemon thread writes the service's heartbeat every
-    :data:`~decider.processors.operations.HEARTBEAT_EVERY` seconds (so ``decider reset``
+    :data:`~decider.processors.operate.operations.HEARTBEAT_EVERY` seconds (so ``decider reset``
     knows a service holds the app); the heartbeat is cleared when the block ends.
 
     A failed write is logged and tried again at the next beat: it never stops the service.
@@ -235,7 +235,7 @@ def _forward(service: Service, early: threading.Event, done: threading.Event) ->
 @contextlib.contextmanager
 def metrics_endpoint(args: argparse.Namespace) -> Iterator[None]:
     """``--metrics-port``: serve the metrics for Prometheus while the block runs, and log where
-    (:func:`~decider.processors.service_metrics.endpoint`); a port that cannot be served, or
+    (:func:`~decider.processors.service.metrics.endpoint`); a port that cannot be served, or
     the ``metrics`` extra missing, is a usage error."""
     try:
         served = contextlib.ExitStack()

@@ -7,10 +7,10 @@ from collections import Counter
 from datetime import datetime, timedelta
 
 from decider import Lifecycle, Metadata
-from decider.processors.app import App
-from decider.processors.listing import InstancePage
-from decider.processors.queries import InstanceStatus, InstanceView, ParkedCommand
-from decider.processors.skipped import SkippedInput
+from decider.processors.app.definition import App
+from decider.processors.operate.listing import InstancePage
+from decider.processors.operate.queries import InstanceStatus, InstanceView, ParkedCommand
+from decider.processors.operate.skipped import SkippedInput
 
 _CLOSE = timedelta(seconds=1)
 

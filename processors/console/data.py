@@ -1,9 +1,10 @@
 """What the console shows, read from the store: instances, processors, skipped inputs, diagrams.
 
-Built on the operator queries (:mod:`decider.processors.queries`, ``listing``, ``skipped``)
+Built on the operator queries (:mod:`decider.processors.operate.queries`, ``listing``, ``skipped``)
 and the store protocol; it needs no running service and
-writes nothing: the console's actions call :func:`~decider.processors.queries.retry_parked` and
-:func:`~decider.processors.skipped.redrive` as the command line does.
+writes nothing: the console's actions call :func:`~decider.processors.operate.queries.retry_parked`
+and
+:func:`~decider.processors.operate.skipped.redrive` as the command line does.
 
 WARNING: the instance list and the observed diagram read every event of the workflows' streams
 (one pass over the log, filtered by stream prefix) each time they are shown: fine for the
@@ -28,16 +29,22 @@ from decider.diagram import (
     state_name,
     with_path,
 )
-from decider.processors import listing, skipped
-from decider.processors.app import App
-from decider.processors.base import Context, Processor
-from decider.processors.clock import Signal, SystemClock
-from decider.processors.command_processor import CommandProcessor
-from decider.processors.listing import InstanceQuery
-from decider.processors.queries import InstanceView, ParkedCommand, list_parked, show, status
-from decider.processors.skipped import NotRedrivable, SkippedInput
-from decider.processors.timer_processor import TimerProcessor
-from decider.processors.workflow_processor import WorkflowProcessor
+from decider.processors.app.definition import App
+from decider.processors.commands.processor import CommandProcessor
+from decider.processors.engine.base import Context, Processor
+from decider.processors.engine.clock import Signal, SystemClock
+from decider.processors.operate import listing, skipped
+from decider.processors.operate.listing import InstanceQuery
+from decider.processors.operate.queries import (
+    InstanceView,
+    ParkedCommand,
+    list_parked,
+    show,
+    status,
+)
+from decider.processors.operate.skipped import NotRedrivable, SkippedInput
+from decider.processors.timers.processor import TimerProcessor
+from decider.processors.workflows.processor import WorkflowProcessor
 from decider.stores.protocol import CheckpointStore, EventStore
 
 __all__ = [
@@ -68,7 +75,7 @@ class InstanceRow:
     """One instance in the list: status, how many events, when it last moved, stuck or not.
 
     ``stuck``: running, and either with no event for longer than its workflow's
-    ``progress_within`` (the notion of :mod:`decider.processors.stuck` and ``decider list
+    ``progress_within`` (the notion of :mod:`decider.processors.operate.stuck` and ``decider list
     --stuck``; the console's ``stuck_after`` instead where one is given), or with a command
     parked (it cannot go on until someone retries it). ``parked``: its commands parked now.
     """
@@ -107,7 +114,7 @@ def list_instances(
 ) -> InstancePage:
     """The instances matching the filters, most recently active first, one page of them.
 
-    Read by :func:`decider.processors.listing.list_instances` (what ``decider list`` shows).
+    Read by :func:`decider.processors.operate.listing.list_instances` (what ``decider list`` shows).
     ``status_value`` is a :class:`~decider.Lifecycle` value (``running``, ``failed``...);
     ``stuck_after`` overrides every workflow's ``progress_within`` (``None``: each workflow's
     own; a workflow without one has no stuck instances). Raises :class:`KeyError` for a
@@ -211,7 +218,7 @@ def processor_rows(store: EventStore, app: App) -> list[ProcessorRow]:
 
 def list_skipped(store: EventStore, app: App) -> list[SkippedInput]:
     """The skip records of every processor of ``app``, oldest first (as ``decider skipped``
-    lists them; re-drive one with :func:`decider.processors.skipped.redrive`)."""
+    lists them; re-drive one with :func:`decider.processors.operate.skipped.redrive`)."""
     return skipped.list_skipped(store, app)
 
 

@@ -17,7 +17,7 @@ import attrs
 
 from decider import Lifecycle
 from decider.diagram import Diagram, to_mermaid
-from decider.processors.app import App
+from decider.processors.app.definition import App
 from decider.processors.console import svg
 from decider.processors.console.data import (
     LAG_CAP,
@@ -26,7 +26,7 @@ from decider.processors.console.data import (
     ProcessorRow,
     SkippedInput,
 )
-from decider.processors.queries import InstanceView, ParkedCommand
+from decider.processors.operate.queries import InstanceView, ParkedCommand
 
 NAV = (
     ("/instances", "Instances"),

@@ -28,11 +28,11 @@ from http import HTTPStatus
 from typing import Any
 
 from decider.diagram import Diagram
-from decider.processors import skipped
-from decider.processors.app import App
+from decider.processors.app.definition import App
+from decider.processors.app.errors import NotParked
 from decider.processors.console import data, pages
-from decider.processors.errors import NotParked
-from decider.processors.queries import list_parked, retry_parked, show
+from decider.processors.operate import skipped
+from decider.processors.operate.queries import list_parked, retry_parked, show
 from decider.stores.errors import CorruptEvent, StoreError
 from decider.stores.protocol import EventStore
 

@@ -28,7 +28,7 @@ from benchmarks.harness import (  # noqa: E402
     format_table,
 )
 from benchmarks.runner import run, to_json  # noqa: E402
-from decider.stores._esdb_client import load  # noqa: E402
+from decider.stores.esdb._client import load  # noqa: E402
 from decider.stores.postgres import PostgresEventStore  # noqa: E402
 
 _APPEND_SESSION = load().new_events is not None

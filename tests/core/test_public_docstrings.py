@@ -114,8 +114,8 @@ def test_the_public_modules_are_found() -> None:
     for expected in [
         *PACKAGES,
         "decider.workflow",
-        "decider.stores.sqlite",
-        "decider.processors.app",
+        "decider.stores.sqlite.store",
+        "decider.processors.app.definition",
     ]:
         assert expected in modules
     assert not [m for m in modules if "._" in m]

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from decider.stores.esdb_testserver import EsdbTestServer
+from decider.stores.esdb.testserver import EsdbTestServer
 
 
 @pytest.fixture(scope="session")

@@ -20,7 +20,7 @@ from decider.stores.errors import (
     UnsupportedStoreURI,
     WrongExpectedVersion,
 )
-from decider.stores.esdb import (
+from decider.stores.esdb.store import (
     CHECKPOINT_EVENT_TYPE,
     CHECKPOINT_STREAM_PREFIX,
     CLIENT,
@@ -28,7 +28,7 @@ from decider.stores.esdb import (
     map_error,
     server_filter,
 )
-from decider.stores.esdb_testserver import EsdbTestServer
+from decider.stores.esdb.testserver import EsdbTestServer
 from decider.stores.protocol import ALL, ANY, EXISTS, NO_STREAM, CaughtUp, Filter, NewEvent
 
 

@@ -17,7 +17,7 @@ pytest.importorskip("kurrentdbclient")
 from kurrentdbclient import KurrentDBClient, NewEvent, NewRecord, StreamState, StreamStateCheck
 from kurrentdbclient.exceptions import ConsistencyChecksFailedError
 
-from decider.stores._esdb_batch import open_esdb_store, supports_append_records
+from decider.stores.esdb._batch import open_esdb_store, supports_append_records
 
 ANY, DELETED, TOMBSTONED = -2, -5, -6
 """States in a failure beside revisions: unchecked, soft-deleted, tombstoned."""

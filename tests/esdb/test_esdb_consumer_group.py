@@ -25,11 +25,11 @@ from decider.processors import (
     show,
 )
 from decider.processors.cli import main
-from decider.processors.consumer_group import ConsumerGroupCommandProcessor, command_group
-from decider.stores._esdb_batch import open_esdb_store
+from decider.processors.commands.consumer_group import ConsumerGroupCommandProcessor, command_group
 from decider.stores.consumer_groups import ConsumerGroupStore, GroupSettings
 from decider.stores.esdb import EsdbEventStore
-from decider.stores.esdb_testserver import EsdbTestServer
+from decider.stores.esdb._batch import open_esdb_store
+from decider.stores.esdb.testserver import EsdbTestServer
 from decider.stores.protocol import EventStore
 from decider.stores.sqlite import SqliteEventStore
 from tests.support.apps import DoWork, JobRequested, WorkDone, job

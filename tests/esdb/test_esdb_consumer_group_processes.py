@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from decider.stores._esdb_batch import open_esdb_store
 from decider.stores.esdb import EsdbEventStore
-from decider.stores.esdb_testserver import EsdbTestServer
+from decider.stores.esdb._batch import open_esdb_store
+from decider.stores.esdb.testserver import EsdbTestServer
 from samples.traffic_fine.app import REPORTS_STREAM
 from samples.traffic_fine.demo import reports
 from samples.traffic_fine.messages import SpeedingViolation

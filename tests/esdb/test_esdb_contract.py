@@ -4,9 +4,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from decider.stores._esdb_batch import open_esdb_store
 from decider.stores.contract import EventStoreContract
-from decider.stores.esdb import CLIENT, EsdbEventStore
+from decider.stores.esdb._batch import open_esdb_store
+from decider.stores.esdb.store import CLIENT, EsdbEventStore
 from decider.stores.protocol import TransactionalStore
 
 

@@ -10,11 +10,11 @@ from collections.abc import Iterator
 import pytest
 
 from decider.processors import Service
-from decider.processors.fresh_streams import PRESUME_AFTER
-from decider.processors.workflow_processor import WorkflowProcessor
-from decider.stores._esdb_batch import open_esdb_store
+from decider.processors.workflows.fresh_streams import PRESUME_AFTER
+from decider.processors.workflows.processor import WorkflowProcessor
 from decider.stores.esdb import EsdbEventStore
-from decider.stores.esdb_testserver import EsdbTestServer
+from decider.stores.esdb._batch import open_esdb_store
+from decider.stores.esdb.testserver import EsdbTestServer
 from samples.traffic_fine.app import REPORTS_STREAM, make_app
 from samples.traffic_fine.messages import PoliceReportPublished
 from samples.traffic_fine.workflow import workflow

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from decider.stores._contract.support import ids_of, new_events, wait_until
-from decider.stores._esdb_batch import TransactionalEsdbEventStore, open_esdb_store
-from decider.stores.esdb import CLIENT, EsdbEventStore
+from decider.stores.contract._support import ids_of, new_events, wait_until
+from decider.stores.esdb._batch import TransactionalEsdbEventStore, open_esdb_store
+from decider.stores.esdb.store import CLIENT, EsdbEventStore
 from decider.stores.leases import Lease, LeaseLost
 from decider.stores.protocol import NO_STREAM, StreamAppend
 

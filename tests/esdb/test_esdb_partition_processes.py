@@ -24,10 +24,10 @@ from pathlib import Path
 import pytest
 
 from decider.processors import App
-from decider.processors.partitions import lease_name
-from decider.stores._esdb_batch import TransactionalEsdbEventStore, open_esdb_store
-from decider.stores._esdb_leases import LEASE_EVENT_TYPE, lease_stream
-from decider.stores.esdb import CLIENT
+from decider.processors.group.partitions import lease_name
+from decider.stores.esdb._batch import TransactionalEsdbEventStore, open_esdb_store
+from decider.stores.esdb._leases import LEASE_EVENT_TYPE, lease_stream
+from decider.stores.esdb.store import CLIENT
 from decider.stores.leases import Lease
 from decider.stores.protocol import EventStore, Filter
 from tests.support.apps import fines_app

@@ -11,12 +11,12 @@ from collections.abc import Iterator
 import pytest
 
 from decider.processors import Service
-from decider.processors.group import PartitionGroup
-from decider.processors.partition_status import join_group, partition_rows
-from decider.processors.partitions import claims, lease_name
-from decider.stores._esdb_batch import TransactionalEsdbEventStore, open_esdb_store
-from decider.stores.esdb import CLIENT, EsdbEventStore
-from decider.stores.esdb_testserver import EsdbTestServer
+from decider.processors.group.membership import PartitionGroup
+from decider.processors.group.partitions import claims, lease_name
+from decider.processors.operate.partition_status import join_group, partition_rows
+from decider.stores.esdb._batch import TransactionalEsdbEventStore, open_esdb_store
+from decider.stores.esdb.store import CLIENT, EsdbEventStore
+from decider.stores.esdb.testserver import EsdbTestServer
 from samples.traffic_fine.app import REPORTS_STREAM, make_app
 from samples.traffic_fine.workflow import workflow
 from tests.processors.test_proc_traffic_fine import all_completed, check_exactly_once, report

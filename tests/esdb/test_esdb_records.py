@@ -9,11 +9,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from decider.stores._esdb_batch import TransactionalEsdbEventStore, open_esdb_store
 from decider.stores.errors import StreamDeleted, WrongExpectedVersion
-from decider.stores.esdb import CHECKPOINT_STREAM_PREFIX, EsdbEventStore
-from decider.stores.esdb_testserver import EsdbTestServer
-from decider.stores.esdb_testserver.log import ANY as ANY_REVISION
+from decider.stores.esdb._batch import TransactionalEsdbEventStore, open_esdb_store
+from decider.stores.esdb.store import CHECKPOINT_STREAM_PREFIX, EsdbEventStore
+from decider.stores.esdb.testserver import EsdbTestServer
+from decider.stores.esdb.testserver.log import ANY as ANY_REVISION
 from decider.stores.protocol import ANY, NO_STREAM, NewEvent, StreamAppend
 
 

@@ -6,15 +6,15 @@ import uuid
 
 import pytest
 
-from decider.stores._esdb_batch import (
+from decider.stores.errors import UnsupportedStoreURI
+from decider.stores.esdb._batch import (
     open_esdb_store,
     supports_append_records,
     supports_append_session,
 )
-from decider.stores._esdb_client import SCHEMES
-from decider.stores.errors import UnsupportedStoreURI
-from decider.stores.esdb import CLIENT, EsdbEventStore
-from decider.stores.esdb_testserver import EsdbTestServer
+from decider.stores.esdb._client import SCHEMES
+from decider.stores.esdb.store import CLIENT, EsdbEventStore
+from decider.stores.esdb.testserver import EsdbTestServer
 from decider.stores.protocol import NO_STREAM, NewEvent, TransactionalStore
 from decider.stores.uri import open_store
 

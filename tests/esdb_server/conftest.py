@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 from esdbclient import EventStoreDBClient
 
-from decider.stores.esdb_testserver import EsdbTestServer
+from decider.stores.esdb.testserver import EsdbTestServer
 
 
 @pytest.fixture(scope="session")

@@ -17,13 +17,13 @@ import grpc
 import pytest
 from esdbclient import EventStoreDBClient, StreamState
 
-from decider.stores.esdb_testserver import EsdbTestServer
-from decider.stores.esdb_testserver._proto import (
+from decider.stores.esdb._proto import (
     serverfeatures_pb2,
     shared_pb2,
     streams_v2_errors_pb2,
     streams_v2_pb2,
 )
+from decider.stores.esdb.testserver import EsdbTestServer
 from tests.esdb_server.esdb_server_helpers import commit_position, events
 from tests.esdb_server.test_esdb_server_append_session import rich_error
 

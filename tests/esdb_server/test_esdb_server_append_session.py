@@ -12,14 +12,14 @@ import grpc
 import pytest
 from esdbclient import EventStoreDBClient, NewEvent, StreamState
 
-from decider.stores.esdb_testserver import EsdbTestServer
-from decider.stores.esdb_testserver._proto import (
+from decider.stores.esdb._proto import (
     error_details_pb2,
     serverfeatures_pb2,
     shared_pb2,
     streams_v2_errors_pb2,
     streams_v2_pb2,
 )
+from decider.stores.esdb.testserver import EsdbTestServer
 
 ANY, NO_STREAM, EXISTS = -2, -1, -4
 

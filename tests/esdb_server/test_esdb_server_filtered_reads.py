@@ -9,7 +9,7 @@ from typing import Any
 
 from esdbclient import EventStoreDBClient, NewEvent, StreamState
 
-from decider.stores.esdb_testserver import EsdbTestServer
+from decider.stores.esdb.testserver import EsdbTestServer
 
 
 def _fill(client: EventStoreDBClient) -> None:

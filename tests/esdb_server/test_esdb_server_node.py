@@ -12,7 +12,7 @@ from pathlib import Path
 
 from esdbclient import EventStoreDBClient, StreamState
 
-from decider.stores.esdb_testserver import EsdbTestServer
+from decider.stores.esdb.testserver import EsdbTestServer
 from tests.esdb_server.esdb_server_helpers import commit_position, events
 from tests.support.waiting import wait_until
 
@@ -83,7 +83,7 @@ def test_command_line_serves_until_sigterm(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "decider.stores.esdb_testserver",
+            "decider.stores.esdb.testserver",
             "--port",
             str(port),
             "--file",

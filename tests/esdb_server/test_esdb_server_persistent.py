@@ -13,8 +13,8 @@ import pytest
 from esdbclient import EventStoreDBClient, StreamState
 from esdbclient.exceptions import AlreadyExists, NotFound
 
-from decider.stores.esdb_testserver import EsdbTestServer
-from decider.stores.esdb_testserver._proto import shared_pb2
+from decider.stores.esdb._proto import shared_pb2
+from decider.stores.esdb.testserver import EsdbTestServer
 from tests.esdb_server.esdb_server_helpers import events
 from tests.support.waiting import wait_until
 

@@ -15,8 +15,8 @@ import pytest
 from esdbclient import EventStoreDBClient, NewEvent, StreamState
 from esdbclient.exceptions import InternalError
 
-from decider.stores.esdb_testserver import EsdbTestServer
-from decider.stores.esdb_testserver._proto import persistent_pb2
+from decider.stores.esdb._proto import persistent_pb2
+from decider.stores.esdb.testserver import EsdbTestServer
 from tests.esdb_server.esdb_server_helpers import commit_position, events
 from tests.esdb_server.test_esdb_server_persistent import read, take
 from tests.support.waiting import wait_until

@@ -154,7 +154,7 @@ def test_links_resolve_to_their_events(client: EventStoreDBClient, stream: str) 
 
 
 def test_restarted_server_object_serves_again(fresh_server: object) -> None:
-    from decider.stores.esdb_testserver import EsdbTestServer
+    from decider.stores.esdb.testserver import EsdbTestServer
 
     assert isinstance(fresh_server, EsdbTestServer)
     fresh_server.stop()

@@ -26,7 +26,7 @@ EXPECTED = [
 def test_a_plain_esdbclient_script_against_the_command_line_server() -> None:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     server = subprocess.Popen(
-        [sys.executable, "-m", "decider.stores.esdb_testserver", "--port", "0"],
+        [sys.executable, "-m", "decider.stores.esdb.testserver", "--port", "0"],
         stdout=subprocess.PIPE,
         text=True,
         cwd=ROOT,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from esdbclient import EventStoreDBClient, NewEvent, StreamState
 
-PROTO_DIR = Path(__file__).parents[2] / "stores" / "esdb_testserver" / "_proto"
+PROTO_DIR = Path(__file__).parents[2] / "stores" / "esdb" / "_proto"
 
 
 def test_server_runs_without_either_client_package() -> None:
@@ -20,8 +20,9 @@ def test_server_runs_without_either_client_package() -> None:
         sys.modules["esdbclient"] = None  # importing them now fails
         sys.modules["kurrentdbclient"] = None
         import grpc
-        from decider.stores.esdb_testserver import EsdbTestServer
-        from decider.stores.esdb_testserver._proto import streams_pb2, streams_pb2_grpc
+        from decider.stores.esdb.testserver import EsdbTestServer
+        from decider.stores.esdb._proto import streams_pb2
+        from decider.stores.esdb._proto import streams_pb2_grpc
 
         with EsdbTestServer() as server:
             channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
@@ -59,9 +60,7 @@ def test_every_proto_has_its_generated_module() -> None:
     for proto in PROTO_DIR.glob("*.proto"):
         generated = PROTO_DIR / f"{proto.stem}_pb2.py"
         assert generated.exists(), f"{generated.name} missing: run _proto/_generate.py"
-        assert f"source: decider/stores/esdb_testserver/_proto/{proto.name}" in (
-            generated.read_text()
-        )
+        assert f"source: decider/stores/esdb/_proto/{proto.name}" in (generated.read_text())
 
 
 def test_the_server_module_names_no_client_package() -> None:

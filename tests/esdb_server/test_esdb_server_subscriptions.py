@@ -9,7 +9,7 @@ from esdbclient import EventStoreDBClient, StreamState
 from esdbclient.events import CaughtUp, Checkpoint, RecordedEvent
 from esdbclient.exceptions import DeadlineExceeded, StreamIsDeleted
 
-from decider.stores.esdb_testserver import EsdbTestServer
+from decider.stores.esdb.testserver import EsdbTestServer
 from tests.esdb_server.esdb_server_helpers import commit_position, events
 from tests.support.waiting import wait_until
 

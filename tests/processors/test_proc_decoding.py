@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from decider import Codec, Metadata, Sent
-from decider.processors.decoding import decode_event, decode_message, decode_metadata
+from decider.processors.app.decoding import decode_event, decode_message, decode_metadata
 from decider.stores import NO_STREAM, CorruptEvent, EventStore, NewEvent
 from decider.stores.memory import MemoryEventStore
 from decider.stores.sqlite import SqliteEventStore

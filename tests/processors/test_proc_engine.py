@@ -22,12 +22,12 @@ from decider.processors import (
     list_parked,
     status,
 )
-from decider.processors.base import Context
-from decider.processors.clock import Signal
-from decider.processors.errors import ProcessorDied
-from decider.processors.failures import ErrorLog
-from decider.processors.messages import InputSkipped
-from decider.processors.workflow_processor import WorkflowProcessor
+from decider.processors.app.errors import ProcessorDied
+from decider.processors.app.messages import InputSkipped
+from decider.processors.engine.base import Context
+from decider.processors.engine.clock import Signal
+from decider.processors.engine.failures import ErrorLog
+from decider.processors.workflows.processor import WorkflowProcessor
 from decider.stores.errors import (
     PermanentStoreError,
     StoreUnavailable,

@@ -1,4 +1,4 @@
-"""The collector settings ``decider run`` applies (:mod:`~decider.processors.gc_tuning`)."""
+"""The collector settings ``decider run`` applies (:mod:`~decider.processors.service.gc_tuning`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from decider.processors import gc_tuning
+from decider.processors.service import gc_tuning
 
 
 @pytest.fixture(autouse=True)

@@ -26,9 +26,9 @@ from decider import (
     message,
 )
 from decider.processors import App, FakeClock, Service, by_correlation, show
-from decider.processors.operations import OperationError, cancel_stream
-from decider.processors.timer_processor import TimerProcessor
-from decider.processors.workflow_processor import WorkflowProcessor
+from decider.processors.operate.operations import OperationError, cancel_stream
+from decider.processors.timers.processor import TimerProcessor
+from decider.processors.workflows.processor import WorkflowProcessor
 from decider.stores.protocol import EventStore
 from tests.support.stores import counts, types
 

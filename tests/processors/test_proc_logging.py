@@ -29,14 +29,14 @@ def test_retries_parks_and_starts_carry_their_context(
         _run_until_parked(store, app_name, None)
     by_logger = {r.name for r in caplog.records}
     assert by_logger >= {
-        "decider.processors.service",
-        "decider.processors.base",
-        "decider.processors.pool",
-        "decider.processors.parking",
+        "decider.processors.service.service",
+        "decider.processors.engine.base",
+        "decider.processors.commands.pool",
+        "decider.processors.commands.parking",
     }
     commands = f"{app_name}.commands"
-    (retry,) = [r for r in caplog.records if r.name == "decider.processors.pool"]
-    (park,) = [r for r in caplog.records if r.name == "decider.processors.parking"]
+    (retry,) = [r for r in caplog.records if r.name == "decider.processors.commands.pool"]
+    (park,) = [r for r in caplog.records if r.name == "decider.processors.commands.parking"]
     for record in (retry, park):
         assert record.__dict__["processor"] == commands
         assert record.__dict__["event_type"] == "ptest.DoWork"

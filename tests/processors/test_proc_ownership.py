@@ -2,7 +2,7 @@
 
 An AST scan of the engine's modules (``processors/`` but the CLI, which others own): no
 module but the codec loads JSON or splits a stored type name, no module but
-``processors/streams.py`` builds a stream name, and ``stores/`` imports nothing of the pure
+``processors/app/streams.py`` builds a stream name, and ``stores/`` imports nothing of the pure
 core (it deals in bytes).
 """
 
@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from decider import Workflow
 from decider.codec import EVENT_KINDS
-from decider.processors import streams
+from decider.processors.app import streams
 
 ROOT = Path(__file__).resolve().parents[2]
 ENGINE = sorted(p for p in (ROOT / "processors").glob("*.py"))

@@ -15,10 +15,16 @@ from typing import Any
 import pytest
 
 from decider.processors import App, Service, by_correlation
+from decider.processors.app.streams import (
+    command_processor_name,
+    results_stream,
+    timer_stream,
+    workflow_processor_name,
+)
 from decider.processors.cli import main
-from decider.processors.command_processor import CommandProcessor
-from decider.processors.group import PartitionGroup
-from decider.processors.partitions import (
+from decider.processors.commands.processor import CommandProcessor
+from decider.processors.group.membership import PartitionGroup
+from decider.processors.group.partitions import (
     PartitionCountMismatch,
     checkpoint_name,
     claims,
@@ -26,13 +32,7 @@ from decider.processors.partitions import (
     lease_name,
     partition_of,
 )
-from decider.processors.streams import (
-    command_processor_name,
-    results_stream,
-    timer_stream,
-    workflow_processor_name,
-)
-from decider.processors.timer_processor import TimerProcessor
+from decider.processors.timers.processor import TimerProcessor
 from decider.stores.leases import Lease, commits_together
 from decider.stores.memory import MemoryEventStore
 from decider.stores.protocol import StreamAppend

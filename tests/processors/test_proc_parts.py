@@ -21,7 +21,7 @@ from decider.processors import (
     SystemClock,
     status,
 )
-from decider.processors.streams import failed_stream, failed_stream_workflow
+from decider.processors.app.streams import failed_stream, failed_stream_workflow
 from decider.stores.memory import MemoryEventStore
 from samples.traffic_fine.app import make_app
 from tests.support.apps import Added, Closed, DoWork, JobRequested, job, tally, tally_app

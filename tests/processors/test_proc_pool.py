@@ -40,8 +40,8 @@ from decider.processors import (
     show,
     status,
 )
-from decider.processors.command_processor import CommandProcessor
-from decider.processors.handler_status import HandlerStatus, handler_lines, handler_status
+from decider.processors.commands.processor import CommandProcessor
+from decider.processors.operate.handler_status import HandlerStatus, handler_lines, handler_status
 from decider.stores.memory import MemoryEventStore
 from decider.stores.protocol import EventStore
 from decider.stores.sqlite import SqliteEventStore

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from decider.processors import FakeClock, Service
-from decider.processors.timer_processor import TimerProcessor
+from decider.processors.timers.processor import TimerProcessor
 from decider.stores.errors import StoreUnavailable
 from decider.stores.protocol import ALL, NO_STREAM, EventStore, Filter, NewEvent, StreamAppend
 from tests.support.apps import RemindMe, reminder, reminder_app

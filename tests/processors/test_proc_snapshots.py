@@ -17,10 +17,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from decider import StateCodec, Workflow, advance, start
-from decider.processors import App, Signal, SystemClock, show, workflow_processor
-from decider.processors.base import Context
-from decider.processors.cache import HandledIds
-from decider.processors.workflow_processor import WorkflowProcessor
+from decider.processors import App, Signal, SystemClock, show
+from decider.processors.engine.base import Context
+from decider.processors.workflows import processor as workflow_processor
+from decider.processors.workflows.cache import HandledIds
+from decider.processors.workflows.processor import WorkflowProcessor
 from decider.stores import EventStore, Snapshot, SnapshotStore
 from decider.stores.memory import MemoryEventStore
 from tests.support.apps import Added, Closed, tally, tally_route

@@ -23,11 +23,11 @@ from decider.processors import (
     show,
     status,
 )
-from decider.processors.base import Context
 from decider.processors.cli import main
-from decider.processors.operations import OperationError
-from decider.processors.state_stored import StateStoredProcessor
-from decider.processors.timer_processor import TimerProcessor
+from decider.processors.engine.base import Context
+from decider.processors.operate.operations import OperationError
+from decider.processors.timers.processor import TimerProcessor
+from decider.processors.workflows.state_stored import StateStoredProcessor
 from decider.stores import (
     NO_STREAM,
     EventStore,

@@ -14,7 +14,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind
 
 from decider import Codec, Metadata
-from decider.processors import Service, telemetry
+from decider.processors import Service
+from decider.processors.engine import telemetry
 from decider.stores.memory import MemoryEventStore
 from tests.support.apps import RemindMe, reminder, reminder_app
 

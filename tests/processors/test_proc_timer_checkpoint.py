@@ -4,7 +4,7 @@ oldest pending timer while later ones fire, and moves on once that one fires."""
 from __future__ import annotations
 
 from decider.processors import FakeClock, Service
-from decider.processors.timer_processor import TimerProcessor
+from decider.processors.timers.processor import TimerProcessor
 from decider.stores.protocol import EventStore
 from tests.support.apps import RemindMe, reminder, reminder_app
 from tests.support.stores import counts

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from decider import Lifecycle, event_id
 from decider.processors import App, FakeClock, Service, show
-from decider.processors.timer_processor import TimerProcessor
+from decider.processors.timers.processor import TimerProcessor
 from decider.stores.protocol import NO_STREAM, EventStore, NewEvent
 from tests.support.apps import RemindMe, reminder, reminder_app
 from tests.support.stores import counts, types

@@ -8,7 +8,7 @@ from typing import Any
 
 from decider import Lifecycle, Received
 from decider.processors import Service, show, status
-from decider.processors.workflow_processor import WorkflowProcessor
+from decider.processors.workflows.processor import WorkflowProcessor
 from decider.stores.memory import MemoryEventStore
 from decider.stores.protocol import EventStore, TransactionalStore
 from samples.traffic_fine.app import ISSUED_STREAM, REPORTS_STREAM, make_app

@@ -6,8 +6,8 @@ from typing import Any
 
 from decider import Lifecycle, Metadata, Received, event_id
 from decider.processors import InputSkipped, Service, show
-from decider.processors.app import App
-from decider.processors.workflow_processor import WorkflowProcessor
+from decider.processors.app.definition import App
+from decider.processors.workflows.processor import WorkflowProcessor
 from decider.stores.protocol import (
     ANY,
     NO_STREAM,

@@ -12,7 +12,7 @@ import samples.quotes.app
 from decider import Schedule
 from decider.processors import App, FakeClock, Service
 from decider.processors.cli import main
-from decider.processors.replay_check import assert_stored_replays, replay_stored
+from decider.processors.operate.replay_check import assert_stored_replays, replay_stored
 from decider.stores.protocol import EventStore
 from decider.stores.sqlite import SqliteEventStore
 from samples.quotes import workflow

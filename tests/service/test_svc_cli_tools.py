@@ -14,14 +14,14 @@ import pytest
 
 from decider import Metadata, event_id
 from decider.processors import Service
+from decider.processors.app.messages import ParkedCommandRetried
+from decider.processors.app.streams import parked_stream
 from decider.processors.cli import main
 from decider.processors.cli.operate import parse_duration, parse_time
-from decider.processors.listing import InstanceQuery, list_instances
-from decider.processors.logs import JsonFormatter, TextFormatter, configure
-from decider.processors.messages import ParkedCommandRetried
-from decider.processors.skipped import find_skipped, list_skipped, redrive
-from decider.processors.streams import parked_stream
-from decider.processors.stuck import StuckWatcher
+from decider.processors.engine.logs import JsonFormatter, TextFormatter, configure
+from decider.processors.operate.listing import InstanceQuery, list_instances
+from decider.processors.operate.skipped import find_skipped, list_skipped, redrive
+from decider.processors.operate.stuck import StuckWatcher
 from decider.stores.memory import MemoryEventStore
 from decider.stores.protocol import ANY, NewEvent
 from decider.stores.sqlite import SqliteEventStore
@@ -91,7 +91,7 @@ def test_a_log_config_file_is_applied_and_a_bad_one_refused(
     good = tmp_path / "logging.toml"
     good.write_text(
         "[formatters.json]\n"
-        '"()" = "decider.processors.logs.JsonFormatter"\n'
+        '"()" = "decider.processors.engine.logs.JsonFormatter"\n'
         "[handlers.err]\n"
         'class = "logging.StreamHandler"\n'
         'formatter = "json"\n'
@@ -145,7 +145,7 @@ def test_run_writes_json_log_lines(tmp_path: Path) -> None:
     lines = [json.loads(line) for line in log.read_text().splitlines()]
     # A logger per module under `decider`, which --log-level set for all of them.
     loggers = {line["logger"] for line in lines}
-    assert loggers >= {"decider.processors.service", "decider.processors.base"}
+    assert loggers >= {"decider.processors.service.service", "decider.processors.engine.base"}
     assert all(name.startswith("decider.") for name in loggers)
     assert any(line["message"] == "service 'traffic-fines' stopped" for line in lines)
     # Context in extra fields, each a key of its own.

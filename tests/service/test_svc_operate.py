@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from decider import Lifecycle
-from decider.processors.listing import InstanceQuery, list_instances
-from decider.processors.operations import cancel_stream, heartbeat_name
-from decider.processors.skipped import list_skipped
+from decider.processors.operate.listing import InstanceQuery, list_instances
+from decider.processors.operate.operations import cancel_stream, heartbeat_name
+from decider.processors.operate.skipped import list_skipped
 from decider.stores.protocol import EventStore
 from decider.stores.uri import open_store
 from samples.traffic_fine.app import app as fines

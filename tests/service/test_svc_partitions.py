@@ -23,13 +23,13 @@ import uuid
 import psycopg
 import pytest
 
-from decider.processors.partitions import checkpoint_name
-from decider.processors.streams import (
+from decider.processors.app.streams import (
     command_processor_name,
     timer_processor_name,
     timer_stream,
     workflow_processor_name,
 )
+from decider.processors.group.partitions import checkpoint_name
 from decider.stores.protocol import CheckpointStore, EventStore
 from samples.traffic_fine.app import REPORTS_STREAM
 from samples.traffic_fine.demo import reports

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 from decider import Lifecycle
-from decider.processors.listing import InstanceQuery, list_instances
+from decider.processors.operate.listing import InstanceQuery, list_instances
 from decider.stores.sqlite import SqliteEventStore
 from samples.traffic_fine.app import ISSUED_STREAM, app
 from tests.support.service import ROOT, decider_command

@@ -23,9 +23,9 @@ import pytest
 from psycopg import ClientCursor, sql
 
 from decider.stores import ANY, Filter
-from decider.stores._postgres_sql import read_all_sql
 from decider.stores.contract import new_events
 from decider.stores.postgres import PostgresEventStore
+from decider.stores.postgres._sql import read_all_sql
 from tests.support.postgres import PG_URI, fresh_store
 
 pytestmark = pytest.mark.slow

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from decider.stores import ANY, EXISTS, AppendResult, ExpectedRevision, WrongExpectedVersion
-from decider.stores import _sqlite_sql as sql
 from decider.stores.contract import new_events
 from decider.stores.sqlite import SqliteEventStore
+from decider.stores.sqlite import _sql as sql
 
 
 def _indexes(path: Path) -> set[str]:

@@ -19,7 +19,7 @@ from decider.stores import (
     StoreUnavailable,
 )
 from decider.stores.contract import new_events
-from decider.stores.sqlite import SqliteEventStore, _store_error
+from decider.stores.sqlite.store import SqliteEventStore, _store_error
 
 _READONLY = "attempt to write a readonly database"
 

@@ -10,9 +10,9 @@ import psycopg
 import pytest
 
 from decider.stores import NO_STREAM, InvalidName, PermanentStoreError, StoreUnavailable
-from decider.stores._postgres_connect import store_error
 from decider.stores.contract import new_events
 from decider.stores.names import POSTGRES_MAX_NAME_BYTES
+from decider.stores.postgres._connect import store_error
 from decider.stores.sqlite import SqliteEventStore
 from tests.support.postgres import fresh_store
 

@@ -123,7 +123,7 @@ def test_postgresql_defaults_to_the_public_schema_and_full_durability(
         opened.append({"conninfo": conninfo, **options})
         return MemoryEventStore()
 
-    monkeypatch.setattr("decider.stores.postgres.PostgresEventStore", record)
+    monkeypatch.setattr("decider.stores.postgres.store.PostgresEventStore", record)
     open_store("postgresql://app@db.example:5432/events?sslmode=disable")
     assert opened == [
         {
@@ -152,8 +152,13 @@ def test_postgresql_errors_hide_the_password() -> None:
 @pytest.mark.parametrize(
     ("uri", "adapter", "driver", "extra"),
     [
-        ("esdb://localhost:2113?Tls=false", "decider.stores.esdb", "esdbclient", "esdb"),
-        ("postgresql://app@127.0.0.1/events", "decider.stores.postgres", "psycopg", "postgres"),
+        ("esdb://localhost:2113?Tls=false", "decider.stores.esdb.store", "esdbclient", "esdb"),
+        (
+            "postgresql://app@127.0.0.1/events",
+            "decider.stores.postgres.store",
+            "psycopg",
+            "postgres",
+        ),
     ],
 )
 def test_an_adapter_without_its_driver_names_the_extra(
@@ -171,8 +176,8 @@ def test_an_adapter_without_its_driver_names_the_extra(
 
 
 def test_esdb_opens_the_adapter_lazily() -> None:
-    if importlib.util.find_spec("decider.stores.esdb") is None:
-        pytest.skip("decider.stores.esdb is not written yet")
+    if importlib.util.find_spec("decider.stores.esdb.store") is None:
+        pytest.skip("decider.stores.esdb.store is not written yet")
     store = open_store("esdb://localhost:2113?Tls=false")
     try:
         assert type(store).__name__ == "EsdbEventStore"

@@ -40,7 +40,7 @@ class EsdbServerProcess:
                 [
                     sys.executable,
                     "-m",
-                    "decider.stores.esdb_testserver",
+                    "decider.stores.esdb.testserver",
                     "--port",
                     str(self.port),
                     "--file",

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from decider.processors import Service
-from decider.processors.group import PartitionGroup
+from decider.processors.group.membership import PartitionGroup
 from decider.stores.leases import Lease
 
 

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from decider.processors import App
-from decider.processors.partitions import claims, lease_name
+from decider.processors.group.partitions import claims, lease_name
 from decider.stores.leases import LeaseStore
 from decider.stores.protocol import EventStore
 from samples.traffic_fine.app import REPORTS_STREAM

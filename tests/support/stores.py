@@ -42,8 +42,8 @@ def open_store(kind: str, tmp_path: Path) -> tuple[EventStore, list[Callable[[],
                 drop_schema(schema)
             raise
         return store, [store.close, lambda: drop_schema(schema)]
-    from decider.stores._esdb_batch import open_esdb_store
-    from decider.stores.esdb_testserver import EsdbTestServer
+    from decider.stores.esdb._batch import open_esdb_store
+    from decider.stores.esdb.testserver import EsdbTestServer
 
     server = EsdbTestServer().start()
     store = open_esdb_store(server.uri)  # transactional with kurrentdbclient (AppendSession)

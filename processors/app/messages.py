@@ -1,0 +1,99 @@
+"""The messages the processors themselves write, registered like any other message.
+
+- ``decider.CommandFailed``: fed back to a workflow instance as an input when one of its
+  commands is parked, so ``decide`` can compensate (only to workflows that list it as input);
+- ``decider.CommandParked`` / ``decider.ParkedCommandRetried``: the parked-command ledger,
+  stream ``decider-parked-<app name>``;
+- ``decider.InputSkipped``: a poison input a processor skipped, stream
+  ``decider-skipped-<processor name>``;
+- ``decider.PartitionCount`` / ``decider.PartitionClaimed``: a partitioned app's count and
+  lease history (:mod:`decider.processors.group.partitions`).
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from decider import REGISTRY, message
+from decider.system import CommandFailed
+
+__all__ = [
+    "COMMAND_FAILED",
+    "PARKED",
+    "RETRIED",
+    "CommandFailed",
+    "CommandParked",
+    "InputSkipped",
+    "ParkedCommandRetried",
+    "PartitionClaimed",
+    "PartitionCount",
+]
+
+
+@message("decider.CommandParked")
+@attrs.frozen(kw_only=True)
+class CommandParked:
+    """A command was set aside after its retries ran out (or its failure was final).
+
+    ``stream`` and ``revision`` locate the workflow event that recorded it.
+    """
+
+    command_id: str
+    command_type: str
+    stream: str
+    revision: int
+    reason: str
+    attempts: int
+
+
+@message("decider.ParkedCommandRetried")
+@attrs.frozen(kw_only=True)
+class ParkedCommandRetried:
+    """Someone asked for a parked command to be carried out again."""
+
+    command_id: str
+    command_type: str
+    stream: str
+    revision: int
+
+
+@message("decider.InputSkipped")
+@attrs.frozen(kw_only=True)
+class InputSkipped:
+    """A processor skipped a stored event it could not handle; the event itself is untouched."""
+
+    processor: str
+    reason: str
+    stream: str
+    revision: int
+    position: int
+    event_type: str
+    event_id: str
+
+
+COMMAND_FAILED = REGISTRY.name_of(CommandFailed)
+"""The stored type name of :class:`CommandFailed`."""
+
+PARKED = REGISTRY.name_of(CommandParked)
+"""The stored type name of :class:`CommandParked`."""
+
+RETRIED = REGISTRY.name_of(ParkedCommandRetried)
+"""The stored type name of :class:`ParkedCommandRetried`."""
+
+
+@message("decider.PartitionCount")
+@attrs.frozen(kw_only=True)
+class PartitionCount:
+    """The partition count an app's processes run with (stream ``decider-partitions-<app>``)."""
+
+    partitions: int
+
+
+@message("decider.PartitionClaimed")
+@attrs.frozen(kw_only=True)
+class PartitionClaimed:
+    """A process took a partition's lease under a new epoch (stream ``decider-leases-<app>``)."""
+
+    partition: str
+    owner: str
+    epoch: int

@@ -1,0 +1,1 @@
+"""What a program outside the service asks of an app: request and reply."""

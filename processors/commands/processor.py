@@ -1,0 +1,497 @@
+"""The command processor: carries out what workflows sent, published and replied.
+
+It follows the ``Sent:``, ``Published:`` and ``Replied:`` events of the app's instance streams.
+
+- ``Sent`` of a type with a handler: the command goes to the app's pool of workers
+  (:mod:`decider.processors.commands.pool`): commands of one instance are carried out in the order
+  they were sent, commands of different instances side by side. The handler runs with the command id
+  as idempotency key; its result messages go to ``<handler name>-<command id>`` (expected
+  ``NO_STREAM``, ids derived from the command id), so carrying a command out twice writes its
+  results once. Failures are retried per the handler's
+  :class:`~decider.processors.app.retry.RetryPolicy` (a call past its timeout is a failure); then
+  the command is parked (:mod:`decider.processors.commands.parking`).
+- ``Sent`` of a routed type: the message is appended to the target stream (derived id).
+- ``Published``: to ``topic-<type>-<command id>``; ``Replied``: to ``reply-<causing message id>``.
+
+Routed, published and replied messages are copied byte for byte: nothing is decoded.
+A ``decider.ParkedCommandRetried`` in the app's ledger re-runs the parked command.
+
+Outcomes are committed as commands conclude, a few at a time (every :data:`GROUP_COUNT`
+conclusions or :data:`GROUP_SECONDS`), and the checkpoint is the low-water mark
+(:mod:`decider.processors.commands.watermark`): it never passes a command still in hand. On a
+:class:`~decider.stores.protocol.TransactionalStore` the outcomes and the checkpoint are one
+transaction; outcomes committed past the mark are remembered (a second checkpoint, the
+*concluded mark*), and the replay guard (:mod:`decider.processors.commands.replay`) keeps those
+commands from being carried out again after a crash. This module is the policy only: which of those
+a stored event leads to.
+
+In a group of processes (:mod:`decider.processors.engine.sharing`), a command belongs to the
+partition of the instance stream that recorded it (a retry request to that of the command it
+retries): a process carries out the commands of the partitions it holds, and each partition
+has its own watermark (:class:`~decider.processors.commands.watermark.Lanes`), checkpoint
+(``<app>.commands.p<n>``) and concluded mark (``<app>.commands.p<n>.concluded``), all
+committed under the partition's lease. Other partitions' commands are passed over by their
+stream's name, without decoding them.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+
+from decider import Metadata
+from decider.codec import describe, parse_type
+from decider.processors.app import decoding, streams
+from decider.processors.app.definition import HandlerRegistration
+from decider.processors.app.messages import RETRIED
+from decider.processors.commands import lanes
+from decider.processors.commands.handlers import AttemptFailed, GaveUp
+from decider.processors.commands.parking import Parking
+from decider.processors.commands.pool import CommandPool, Conclusion, HandlerLoad, Job
+from decider.processors.commands.replay import ReplayGuard, concluded_mark_name
+from decider.processors.commands.watermark import Entry, Lanes
+from decider.processors.engine.base import Context, Outcome, Processor, Skip, Unit
+from decider.processors.engine.sharing import ALL, IDLE_CHECKPOINT_EVERY
+from decider.stores.errors import CorruptEvent
+from decider.stores.protocol import (
+    ANY,
+    NO_STREAM,
+    CaughtUp,
+    RecordedEvent,
+    StreamAppend,
+)
+
+GROUP_COUNT = 100
+"""Commit concluded commands once this many are waiting..."""
+
+GROUP_SECONDS = 0.005
+"""... or once the oldest has waited this long."""
+
+STOP_GRACE = 10.0
+"""How long a stop waits for the handler calls in hand (their commands run again later if they
+do not return in time: the checkpoint never passed them)."""
+
+MOVE_GRACE = 1.0
+"""In a group, when the partitions held change: how long the calls in hand get to conclude (and
+be committed, for the partitions still held) before the processor resubscribes."""
+
+_SUBMITTED = object()
+
+
+class CommandProcessor(Processor):
+    """Carries out the commands of every workflow of an app (the dispatch policy)."""
+
+    def __init__(self, context: Context) -> None:
+        super().__init__(context)
+        app = context.app
+        self.name = streams.command_processor_name(app.name)
+        self.parking = Parking(app, self.derived, context.logger, self.name)
+        self.ledger = self.parking.ledger
+        self.filter = decoding.command_filter(app.workflows, self.ledger, RETRIED)
+        self.replay = ReplayGuard(context.store, self.ledger, transactional=self._transactional)
+        self.pool = CommandPool(self.name, app.pool_size, context.clock, context.logger)
+        self.marks = Lanes()
+        self.max_open = max(256, 8 * app.pool_size)
+        """How many commands may be in hand before the processor stops reading ahead."""
+        self.stop_grace = STOP_GRACE
+        self.carried_out = 0
+        self.parked_by_handler: collections.Counter[str] = collections.Counter()
+        self._concluded_marks: dict[int, int | None] = {}
+        self._read: int | None = None
+        """The position of the last input this subscription life dispatched or passed over."""
+        self._settled: int | None = None
+        """The last position up to which every input read is done and committed."""
+        self._uncommitted: dict[int, list[StreamAppend]] = {}
+        """Outcomes whose commit failed (the store was down), by position: the next
+        subscription life commits them instead of carrying the commands out again."""
+
+    @property
+    def parked(self) -> int:
+        """How many commands were parked."""
+        return self.parking.parked
+
+    @property
+    def in_flight(self) -> int:
+        """How many handler calls are running now."""
+        return self.pool.calls_in_flight()
+
+    @property
+    def backing_off(self) -> int:
+        """How many commands wait to be retried now."""
+        return sum(load.backing_off for load in self.pool.load())
+
+    def load(self) -> list[HandlerLoad]:
+        """Each handler's commands in hand now (in flight, backing off, queued) and how many
+        this processor parked; every registered handler is listed."""
+        found = {load.handler: load for load in self.pool.load()}
+        return [
+            attrs.evolve(
+                found.get(h.name, HandlerLoad(h.name, 0, 0, 0)),
+                parked=self.parked_by_handler[h.name],
+            )
+            for h in sorted(self.context.app.handlers.values(), key=lambda h: h.name)
+        ]
+
+    # -- the thread -------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """The engine's thread, with the pool's threads (and event loop) around it."""
+        needs_loop = any(h.is_async for h in self.context.app.handlers.values())
+        self.pool.start(needs_loop)
+        try:
+            super().run()
+        finally:
+            self.pool.close()
+
+    def partition_key(self, event: RecordedEvent) -> str:
+        """The instance stream that recorded the command (for a retry request, the one that
+        recorded the command it retries, else the ledger)."""
+        if event.type != RETRIED:
+            return event.stream
+        try:
+            request = decoding.decode_message(self.context.app.codec, event)
+        except CorruptEvent:
+            return event.stream  # skipped, in the ledger's partition
+        stream = getattr(request, "stream", None)
+        return stream if isinstance(stream, str) else event.stream
+
+    def consume(self) -> None:
+        """One subscription's life; what it delivers before catching up may be a replay.
+
+        When it ends, the calls in hand get up to :attr:`stop_grace` seconds to conclude (on a
+        stop; :data:`MOVE_GRACE` when the partitions held changed), what concluded is
+        committed, and the rest is left to the next life.
+        """
+        self.marks.reset()
+        self.pool.reset()
+        self._read = self._settled = None
+        try:
+            super().consume()
+        finally:
+            self._wind_down()
+
+    def starting(self) -> None:
+        """Load each key's concluded mark (transactional store), for the replay guard."""
+        self._concluded_marks = {
+            key: (
+                self.share.stored_mark(key, concluded_mark_name, highest=True)
+                if self._transactional
+                else None
+            )
+            for key in self.share.held_keys()
+        }
+        marks = [mark for mark in self._concluded_marks.values() if mark is not None]
+        self.replay.restart(max(marks) if marks else None, self.committed)
+
+    def _wind_down(self) -> None:
+        grace: float | None = None
+        if self.context.stop.is_set():
+            grace = self.stop_grace
+        elif self.share.moved() and not self.marks.idle():
+            grace = MOVE_GRACE
+        if grace is not None:
+            self.pool.pause()
+            deadline = time.monotonic() + grace
+            if not self.pool.wait_calls(deadline, self._flush_if_due):
+                self.log.warning(
+                    "%s: %d handler call(s) still running after %.1fs; their commands will be "
+                    "carried out again on the next start",
+                    self.name,
+                    self.pool.calls_in_flight(),
+                    grace,
+                )
+        try:
+            self.flush()
+        except Exception as exc:  # the next life redoes it from the checkpoint
+            self.log.warning("%s: could not commit on the way out: %s", self.name, describe(exc))
+        finally:
+            self.pool.reset()
+            self.marks.reset()
+
+    def on_caught_up(self, item: CaughtUp) -> None:
+        """Note where the history (and so any replay of work done before a crash) ends."""
+        super().on_caught_up(item)
+        self.replay.caught_up(item.position)
+
+    def idle_position(self) -> int | None:
+        """With nothing in hand, everything read is done; else the lowest checkpoint."""
+        if self._settled is not None and self.marks.idle():
+            return self._settled
+        return self.committed
+
+    def poll_timeout(self) -> float | None:
+        """While commands are in hand, wake every few ms to commit those that concluded; in a
+        group, while a held partition's checkpoint is behind what was read, once a second."""
+        if not self.marks.idle():
+            return GROUP_SECONDS
+        if self.share.behind(self._settled):
+            return IDLE_CHECKPOINT_EVERY
+        return None
+
+    def tick(self) -> None:
+        """Commit what concluded, if enough did or it waited long enough (in a group, with
+        nothing in hand: move the checkpoints of idle partitions on)."""
+        if self.marks.idle() and self.share.behind(self._settled):
+            self.flush()
+        else:
+            self._flush_if_due()
+
+    # -- the policy -------------------------------------------------------------------------
+
+    def handle(self, batch: Sequence[RecordedEvent]) -> Outcome:
+        """Dispatch the batch's commands (up to a stop); what concluded so far, to commit."""
+        self.dispatch(batch)
+        taken = self.marks.lane(ALL).take()
+        return Outcome(taken.appends, taken.mark)
+
+    def process(self, batch: Sequence[RecordedEvent]) -> None:
+        """Dispatch ``batch``; commit what concluded if all of it did (quick handlers: one
+        transaction for the batch), or if it is due."""
+        self.dispatch(batch)
+        if self.marks.open == 0:
+            self.flush()
+        else:
+            self._flush_if_due()
+
+    def dispatch(self, batch: Sequence[RecordedEvent]) -> None:
+        """Give each input an entry and start it: copies and parks conclude at once, handled
+        commands go to the pool. Waits (committing what concluded) while too many are in
+        hand."""
+        for event in batch:
+            while self.marks.open >= self.max_open and not self.context.stop.is_set():
+                self.marks.wait(GROUP_SECONDS)
+                self._flush_if_due()
+            if self.context.stop.is_set():
+                return  # the rest is left to the next run
+            key = self.share.key_of(event)
+            if key is None:  # another partition's, or done before
+                self._read = event.position
+                continue
+            entry = self.marks.add(key, event.position)
+            self._read = event.position
+            kept = self._uncommitted.pop(event.position, None)
+            if kept is not None:
+                self.marks.conclude(entry, kept)
+                continue
+            draft = Outcome()
+            started = self.step(
+                event, draft, functools.partial(self._carry_out, entry=entry, draft=draft)
+            )
+            if started is not _SUBMITTED:
+                self.marks.conclude(entry, draft.appends)
+
+    def redo_units(self, batch: Sequence[RecordedEvent], outcome: Outcome) -> list[Unit]:
+        """A result stream that exists with other ids: the command was carried out before and
+        its handler answered differently this time. Keep what is stored, write the rest."""
+        return [(None, lambda: self.keep_stored(outcome))]
+
+    def settle(self, outcome: Outcome) -> None:
+        """Commit ``outcome`` (keeping what is stored on a conflict)."""
+        self.commit_outcome(outcome, [])
+
+    def flush(self) -> None:
+        """Commit what concluded since the last flush, each key's (partition's) with its
+        checkpoint at its mark: in a group, every partition's in one transaction under every
+        lease where it can (:meth:`_flush_together`), else each on its own under its fence."""
+        idle_due = self.share.idle_due()
+        read = self._read
+        keys = self.share.held_keys()
+        held = self.share.held_now()
+        plans = [plan for key in keys if (plan := lanes.take_lane(self, key, idle_due, held))]
+        wrote = bool(plans)
+        if len(plans) < 2 or not lanes.flush_together(self, plans):
+            wrote = False
+            for plan in plans:
+                if not self.share.still_held(plan.key):
+                    self.marks.drop(plan.key)  # lost while committing them together
+                    self.share.let_go(plan.key)
+                    continue
+                wrote |= lanes.commit_lane(self, plan)
+        marks = [self.share.mark(key) for key in keys]
+        if marks and all(mark is not None for mark in marks):
+            self.committed = min(mark for mark in marks if mark is not None)
+        if self.marks.idle():
+            self._settled = read  # every input read up to there is done, and committed
+        if wrote:
+            self.context.progress()
+
+    def _flush_if_due(self) -> None:
+        if self.marks.due(GROUP_COUNT, GROUP_SECONDS):
+            self.flush()
+
+    # -- one command ----------------------------------------------------------------------
+
+    def _carry_out(self, event: RecordedEvent, entry: object, draft: Outcome) -> object:
+        if event.type == RETRIED:
+            if event.stream != self.ledger:
+                return None
+            source, metadata, round_key = self.parking.retried(event, self.context.store)
+            return self._command(source, metadata, round_key, entry, draft)
+        if self.context.app.workflow_of_stream(event.stream) is None:
+            return None
+        try:
+            metadata = decoding.input_metadata(self.context.app.codec, event)
+        except CorruptEvent as exc:
+            raise Skip(exc.reason) from exc
+        return self._command(event, metadata, "", entry, draft)
+
+    def _command(
+        self,
+        event: RecordedEvent,
+        metadata: Metadata,
+        round_key: str,
+        entry: object,
+        draft: Outcome,
+    ) -> object:
+        app = self.context.app
+        kind, type_name = parse_type(event.type)
+        command_id = str(event.id)
+        if kind == "Published":
+            stream = streams.topic_stream(type_name, command_id)
+            draft.appends.append(self._copy(stream, event, metadata, NO_STREAM))
+        elif kind == "Replied":
+            stream = streams.reply_stream(metadata.causation_id or command_id)
+            draft.appends.append(self._copy(stream, event, metadata, ANY))
+        elif kind != "Sent":
+            raise Skip(f"{event.type!r} is not a command")
+        elif type_name in app.routes:
+            draft.appends.append(self._copy(app.routes[type_name], event, metadata, ANY))
+        elif type_name in app.handlers:
+            return self._submit(app.handlers[type_name], event, metadata, round_key, entry)
+        else:
+            reason = f"no handler or route is registered for {type_name!r}"
+            draft.appends.extend(self._park(event, type_name, metadata, reason, 0, round_key))
+        self.carried_out += 1
+        return None
+
+    def _copy(
+        self, stream: str, event: RecordedEvent, metadata: Metadata, expected: Any
+    ) -> StreamAppend:
+        """The append of the command's message, as stored, to ``stream`` with a derived id."""
+        message_type = parse_type(event.type)[1]
+        new = self.copied(stream, str(event.id), message_type, event.data, metadata.correlation_id)
+        return StreamAppend(stream, [new], expected)
+
+    def _submit(
+        self,
+        handler: HandlerRegistration,
+        event: RecordedEvent,
+        metadata: Metadata,
+        round_key: str,
+        entry: object,
+    ) -> object:
+        command_id = str(event.id)
+        try:
+            command = decoding.decode_message(self.context.app.codec, event, handler.type_name)
+        except CorruptEvent as exc:
+            raise Skip(exc.reason) from exc
+        if self._replayed_before(handler, event, round_key):
+            self.log.info(
+                "%s: %s %s was concluded before a restart; not carried out again",
+                self.name,
+                handler.type_name,
+                command_id,
+                extra={
+                    "command_id": command_id,
+                    "event_type": handler.type_name,
+                    "stream": event.stream,
+                    "position": event.position,
+                },
+            )
+            return None
+
+        def conclude(conclusion: Conclusion) -> None:
+            self._job_concluded(entry, handler, event, metadata, round_key, conclusion)
+
+        self.pool.submit(self._job(entry, event.stream, handler, command, command_id, conclude))
+        return _SUBMITTED
+
+    def _replayed_before(
+        self, handler: HandlerRegistration, event: RecordedEvent, round_key: str
+    ) -> bool:
+        """Whether this round of the command concluded before (a replay after a crash), by the
+        concluded mark of the command's partition in a group, else the processor's own."""
+        key = self.share.key_of(event)
+        committed = self.share.mark(key) if key is not None else self.committed
+        return self.replay.concluded(handler.name, event, round_key, committed)
+
+    def _job(  # noqa: PLR0917
+        self,
+        entry: object,
+        key: str,
+        handler: HandlerRegistration,
+        command: Any,
+        command_id: str,
+        conclude: Callable[[Conclusion], None],
+    ) -> Job:
+        """The pool's job for a command (``entry``: what its input was dispatched as)."""
+        return Job(key, handler, command, command_id, conclude)
+
+    def _job_concluded(  # noqa: PLR0917
+        self,
+        entry: object,
+        handler: HandlerRegistration,
+        event: RecordedEvent,
+        metadata: Metadata,
+        round_key: str,
+        conclusion: Conclusion,
+    ) -> None:
+        """On a pool thread: the command of ``entry`` concluded; its outcome awaits the
+        commit."""
+        assert isinstance(entry, Entry) and not isinstance(conclusion, AttemptFailed)
+        self.marks.conclude(entry, self._concluded(handler, event, metadata, round_key, conclusion))
+
+    def _concluded(
+        self,
+        handler: HandlerRegistration,
+        event: RecordedEvent,
+        metadata: Metadata,
+        round_key: str,
+        conclusion: Conclusion,
+    ) -> list[StreamAppend]:
+        """What a command's conclusion leads to: its results' appends, or its park records."""
+        if isinstance(conclusion, GaveUp | AttemptFailed):
+            reason, attempts = conclusion.reason, conclusion.attempts
+        else:
+            try:
+                appends = self._results(handler, str(event.id), metadata, conclusion)
+            except Exception as exc:
+                reason = f"the handler's results cannot be stored: {describe(exc)}"
+                attempts = 1
+            else:
+                self.carried_out += 1
+                return appends
+        self.parked_by_handler[handler.name] += 1
+        return self._park(event, handler.type_name, metadata, reason, attempts, round_key)
+
+    def _results(
+        self, handler: HandlerRegistration, command_id: str, metadata: Metadata, results: Any
+    ) -> list[StreamAppend]:
+        if not results:
+            return []
+        stream = streams.results_stream(handler.name, command_id)
+        events = [
+            self.derived(
+                stream, command_id, result, index=i, correlation_id=metadata.correlation_id
+            )
+            for i, result in enumerate(results)
+        ]
+        return [StreamAppend(stream, events, NO_STREAM)]
+
+    def _park(  # noqa: PLR0917
+        self,
+        event: RecordedEvent,
+        command_type: str,
+        metadata: Metadata,
+        reason: str,
+        attempts: int,
+        round_key: str,
+    ) -> list[StreamAppend]:
+        return self.parking.park(
+            event, command_type, metadata.correlation_id, reason, attempts, round_key
+        )

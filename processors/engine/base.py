@@ -1,0 +1,335 @@
+"""The processor engine: the drain-a-batch loop, the thread's life, failures and partitions.
+
+A processor is a catch-up subscription from its stored checkpoint. It drains what is ready into
+a batch (up to ``batch_size``), and hands the batch to its policy (:meth:`Processor.handle`),
+which decides and returns an :class:`Outcome`: the appends and the checkpoint to commit. The
+engine owns everything after that; this module:
+
+- the thread and the drain-a-batch loop (:meth:`Processor.run`, :meth:`Processor.consume`);
+- the classification of failures (:mod:`decider.processors.engine.failures`): skip, retry with
+  back-off, or resume from the checkpoint; never the end of the thread;
+- in a group of processes (:class:`~decider.processors.group.membership.PartitionGroup`): every
+  processor handles only the work of the partitions this process holds
+  (:mod:`decider.processors.engine.sharing`), each partition with its own checkpoint, and commits
+  each partition's work under its lease (fencing). A commit that finds its lease lost writes
+  nothing; the processor drops the lease and resumes from the checkpoints of what it still
+  holds.
+
+and its base class :class:`~decider.processors.engine._committing.Committing` (moved apart to keep
+one concern a module): committing an outcome (one transaction where the store allows), the one
+bounded reload-and-retry loop on revision conflicts, the skip records
+(``decider-skipped-<processor>``) and derived event ids. The values they exchange
+(:class:`Context`, :class:`Outcome`, :class:`Skip`, :class:`Unit`) live in
+:mod:`decider.processors.engine._values` and are imported from here.
+"""
+
+from __future__ import annotations
+
+import abc
+import logging
+import random
+import threading
+from collections.abc import Callable, Sequence
+
+from decider.codec import describe
+from decider.processors.engine import logs, telemetry
+from decider.processors.engine._committing import MAX_CONFLICT_RETRIES, Committing
+from decider.processors.engine._values import Context, Outcome, Skip, Unit
+from decider.processors.engine.failures import PERMANENT, ErrorLog, Failure, classify
+from decider.processors.engine.sharing import LeaseNotHeld, Share
+from decider.stores import LeaseLost
+from decider.stores.errors import WrongExpectedVersion
+from decider.stores.leases import commits_together
+from decider.stores.protocol import (
+    CaughtUp,
+    Filter,
+    PipelinedStore,
+    RecordedEvent,
+    Subscription,
+    TransactionalStore,
+)
+
+__all__ = [
+    "ERRORS_KEPT",
+    "LOGGER",
+    "MAX_CONFLICT_RETRIES",
+    "Context",
+    "Outcome",
+    "Processor",
+    "Skip",
+    "Unit",
+]
+
+ERRORS_KEPT = 100
+"""How many of a processor's unexpected errors are kept (the rest are only counted)."""
+
+LOGGER = logging.getLogger("decider")
+"""The root of the package's loggers: each module logs to its own child
+(``decider.processors.<module>``), so a level set here governs them all."""
+
+
+class Processor(Committing):
+    """A named catch-up subscription whose policy handles batches; the engine commits them.
+
+    Subclasses set :attr:`name` and :attr:`filter` and implement :meth:`handle` (the policy);
+    they may override :meth:`redo_units` and :meth:`resync` (what to do after a conflict).
+    :meth:`run` is the thread body: it resumes from the checkpoint after any failure
+    (classified by :func:`~decider.processors.engine.failures.classify`), so neither an input, nor
+    user code, nor a passing outage ends the thread.
+    """
+
+    name: str
+    filter: Filter
+
+    def __init__(self, context: Context) -> None:
+        self.context = context
+        self.committed: int | None = None
+        self.caught_up = False
+        self.errors = ErrorLog(ERRORS_KEPT)
+        self.conflicts = 0
+        self.skipped = 0
+        self._subscription: Subscription | None = None
+        self._lock = threading.Lock()
+        self._transactional = isinstance(context.store, TransactionalStore)
+        self._joint = self._transactional and commits_together(context.store)
+        self._pipelined = isinstance(context.store, PipelinedStore)
+        self._random = random.Random()
+        self.share = Share(self)
+        """This processor's share of its group's work (all of it without a group)."""
+
+    @property
+    def log(self) -> logs.ContextAdapter:
+        """The policy's logger: its module's (``decider.processors.<module>``, or the one
+        logger the service was given); every record carries ``processor=<name>``."""
+        return self._logger(type(self).__module__)
+
+    @property
+    def engine_log(self) -> logs.ContextAdapter:
+        """The engine's logger (``decider.processors.engine.base``), with ``processor=<name>``."""
+        return self._logger(__name__)
+
+    def _logger(self, module: str) -> logs.ContextAdapter:
+        logger = self.context.logger or logging.getLogger(module)
+        return logs.with_context(logger, processor=self.name)
+
+    # -- the thread -------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Consume until the service stops; after a failure, back off and resume from the
+        checkpoint (a transient store failure is logged as a warning, anything else with its
+        traceback); only ``KeyboardInterrupt`` ends the thread early."""
+        backoff = 0.1
+        while not self.context.stop.is_set():
+            try:
+                self.consume()
+                backoff = 0.1
+            except (LeaseLost, LeaseNotHeld) as exc:
+                self.share.lease_gone(exc)
+            except BaseException as exc:
+                failure = classify(exc, handling_input=False)
+                if failure is Failure.INTERRUPT:
+                    raise
+                if self.context.stop.is_set():
+                    break
+                self.recover(exc, failure, backoff)
+                backoff = min(backoff * 2, 5.0)
+        self.engine_log.info(
+            "%s stopped at position %s",
+            self.name,
+            self.committed,
+            extra={"position": self.committed},
+        )
+
+    def recover(self, exc: BaseException, failure: Failure, backoff: float) -> None:
+        """Count and log ``exc``, then wait ``backoff`` seconds (a stop interrupts the wait)."""
+        self.errors.append(exc)
+        if failure is Failure.RETRY:
+            self.engine_log.warning(
+                "%s: the store is unavailable (%s); retrying from its checkpoint in %.1fs",
+                self.name,
+                describe(exc),
+                backoff,
+                extra={"position": self.committed},
+            )
+        else:
+            self.engine_log.error(
+                "%s failed; resuming from its checkpoint in %.1fs",
+                self.name,
+                backoff,
+                exc_info=exc,
+                extra={"position": self.committed},
+            )
+        self.context.stop.wait(backoff)
+
+    def consume(self) -> None:
+        """One subscription's life: from the checkpoint until stopped (in a group: until what
+        this process holds changes)."""
+        if self.context.group is not None and not self.share.await_leases():
+            return
+        self.committed = self.share.start_position()
+        self.starting()
+        subscription = self.context.store.subscribe(self.committed, self.filter)
+        with self._lock:
+            self._subscription = subscription
+        # A stop() that came before the subscription existed found nothing to end.
+        if self.context.stop.is_set() or self.halted() or self.share.moved():
+            subscription.stop()
+        self.engine_log.info(
+            "%s starting after position %s",
+            self.name,
+            self.committed,
+            extra={"position": self.committed},
+        )
+        try:
+            while not self.context.stop.is_set():
+                timeout = self.poll_timeout()
+                item = subscription.poll(timeout)
+                if item is None:
+                    if timeout is None or subscription.stopped:
+                        return
+                    self.tick()
+                    continue
+                batch: list[RecordedEvent] = []
+                while item is not None:
+                    if isinstance(item, CaughtUp):
+                        self.on_caught_up(item)
+                    else:
+                        batch.append(item)
+                        if len(batch) >= self.context.batch_size:
+                            break
+                    item = subscription.poll(0)
+                if batch:
+                    self.process(batch)
+                self.context.progress()
+        finally:
+            subscription.stop()
+
+    def stop(self) -> None:
+        """Wake the thread so it finishes the batch in hand and returns (stop signal set first)."""
+        with self._lock:
+            if self._subscription is not None:
+                self._subscription.stop()
+
+    # -- in a group ---------------------------------------------------------------------------
+
+    def partition_key(self, event: RecordedEvent) -> str:
+        """The stream whose partition ``event`` belongs to (by default its own stream)."""
+        return event.stream
+
+    def on_leases_changed(self) -> None:  # a hook: most policies keep no state
+        """In a group, before resubscribing after what this process holds changed: forget what
+        was learnt of partitions that may have moved (caches)."""
+
+    def holds_work(self) -> bool:
+        """Whether this process has work of this processor to do: always, unless in a group
+        where it holds none of the app's partitions."""
+        return self.share.holds_work()
+
+    def commit_share(self, events: Sequence[RecordedEvent], position: int) -> None:
+        """Handle ``events`` of one partition (``[]``: none) and commit what they lead to with
+        the partition's checkpoint at ``position`` (the share in hand gives name and lease)."""
+        if not events:
+            self.commit(Outcome(position=position))
+            return
+        outcome = self.handle(events)
+        if outcome.position is not None:
+            outcome.position = position
+        self.commit_outcome(outcome, events)
+
+    def commit_together(self, events: Sequence[RecordedEvent], position: int) -> bool:
+        """Handle ``events`` of several partitions and commit what they lead to in one
+        transaction, with every partition's checkpoint at ``position`` under its lease (the
+        share's joint fence in hand); whether it did. ``False``, with nothing written, where
+        the store has no such transaction, or the commit failed a revision check or was
+        rejected: the caller then commits partition by partition (which redoes what failed).
+        """
+        if not self._joint:
+            return False
+        outcome = self.handle(events) if events else Outcome(position=position)
+        if outcome.position is not None:
+            outcome.position = position
+        try:
+            self.commit(outcome)
+        except WrongExpectedVersion as exc:
+            self.conflicts += 1
+            self.resync(exc.stream)
+            return False
+        except PERMANENT:
+            return False
+        return True
+
+    def starting(self) -> None:  # a hook: most policies keep no state
+        """A subscription life starts, after the checkpoints of the work it does were loaded
+        (:attr:`share`): load what else the policy keeps beside them."""
+
+    def halted(self) -> bool:
+        """Whether this subscription's life must end now, although the service goes on."""
+        return False
+
+    def on_caught_up(self, item: CaughtUp) -> None:
+        """Note (and log) that history is done and what follows is live."""
+        if not self.caught_up:
+            self.caught_up = True
+            self.engine_log.info(
+                "%s caught up at position %s",
+                self.name,
+                item.position,
+                extra={"position": item.position},
+            )
+
+    def idle_position(self) -> int | None:
+        """The position up to which this processor has nothing left to do."""
+        return self.committed
+
+    def poll_timeout(self) -> float | None:
+        """How long to wait for the next input before :meth:`tick` (``None``: until one comes)."""
+        return None
+
+    def tick(self) -> None:  # a hook: most processors wait for inputs only
+        """Called when no input came within :meth:`poll_timeout`: commit work concluded since
+        (a policy whose work concludes off the processor's thread)."""
+
+    def has_due_work(self) -> bool:
+        """Whether work is in hand that does not show in the store (a due timer)."""
+        return False
+
+    # -- the policy -------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def handle(self, batch: Sequence[RecordedEvent]) -> Outcome:
+        """Decide what ``batch`` leads to, writing nothing: the policy of a processor."""
+
+    def step(
+        self, event: RecordedEvent, outcome: Outcome, handle: Callable[[RecordedEvent], object]
+    ) -> object:
+        """``handle(event)``; if the input cannot be handled, add its skip record to ``outcome``
+        instead (and return ``None``).
+
+        The failure is classified in one place: data and user-code failures are a skip, a
+        transient store failure or anything unexpected propagates (the batch is retried).
+        """
+        with telemetry.input_span(self.name, event):
+            try:
+                return handle(event)
+            except Skip as skip:
+                reason = skip.reason
+            except BaseException as exc:
+                if classify(exc, handling_input=True) is not Failure.SKIP:
+                    raise
+                reason = describe(exc)
+            outcome.appends.append(self.skip(event, reason))
+        return None
+
+    # -- the engine -------------------------------------------------------------------------
+
+    def process(self, batch: Sequence[RecordedEvent]) -> None:
+        """Handle ``batch`` and commit what it leads to with the checkpoint past it.
+
+        If the commit fails a revision check (another writer) or the store rejects it for good,
+        the batch is redone unit by unit (:meth:`redo_units`), each in the conflict loop. In a
+        group, only the inputs of the partitions held are handled, partition by partition.
+        """
+        if self.share.owned is not None:
+            self.share.process(batch)
+            return
+        self.commit_outcome(self.handle(batch), batch)

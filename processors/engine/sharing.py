@@ -1,0 +1,421 @@
+"""A processor's share of its group's work (see :mod:`decider.processors.group.membership`).
+
+Every processor's work splits into the app's partitions: an input of a workflow processor
+belongs to the partition of the instance it is routed to, a command (a ``Sent``, ``Published``
+or ``Replied`` event) or a timer (a ``Scheduled`` event) to the partition of the instance
+stream that recorded it (:meth:`Member.partition_key`). Without a group, one process does all
+the work under one *key*, :data:`ALL`, with the processor's own checkpoint (as before
+partitions existed). In a group, each partition the process holds is a key of its own: the
+processor subscribes from the lowest checkpoint of the partitions held, works only on theirs
+(:meth:`Share.key_of`), and commits each partition's work under its lease and with its own
+checkpoint (:meth:`Share.fenced`). The workflow processors commit a batch's work of every
+partition held in one transaction (:meth:`Share.fenced_together`: every partition's appends
+and checkpoint, every lease's epoch checked), and fall back to one commit per partition when
+that fails. A commit whose lease was lost writes nothing
+(:class:`~decider.stores.leases.LeaseLost`): the partition is dropped and the processor goes on
+with what it still holds.
+
+Switching between the two modes needs no migration: a partition's checkpoint counts the
+processor's own checkpoint when that is later (what a run without a group stored), and a run
+without a group starts from the lowest partition checkpoint when that is later than its own
+(every partition checkpointed by a group run). Either is a low-water mark of work done, and
+work done stays done, so the later of the two is safe (:meth:`Share.stored_mark`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+from decider.processors.group import partitions
+from decider.stores import Lease, LeaseLost
+from decider.stores.protocol import RecordedEvent, TransactionalStore
+
+if TYPE_CHECKING:
+    from decider.processors.engine.base import Context
+    from decider.processors.group.membership import PartitionGroup
+
+IDLE_CHECKPOINT_EVERY = 1.0
+"""How often (seconds) a held partition without inputs has its checkpoint moved on."""
+
+ALL = -1
+"""The key of the work of a processor that runs without a group: all of it."""
+
+
+class LeaseNotHeld(Exception):
+    """In a group: a commit outside the fence of a partition this process holds."""
+
+
+class Member(Protocol):
+    """What a processor offers its share of the work."""
+
+    name: str
+    context: Context
+    committed: int | None
+
+    def partition_key(self, event: RecordedEvent) -> str:
+        """The stream whose partition ``event`` belongs to."""
+        ...
+
+    def on_leases_changed(self) -> None:
+        """Forget what was learnt of partitions that may have moved."""
+        ...
+
+    def stop(self) -> None:
+        """End the subscription's life (the processor subscribes again, unless stopping)."""
+        ...
+
+    def commit_share(self, events: Sequence[RecordedEvent], position: int) -> None:
+        """Handle ``events`` (``[]``: none) and commit with the checkpoint at ``position``."""
+        ...
+
+    def commit_together(self, events: Sequence[RecordedEvent], position: int) -> bool:
+        """Handle ``events`` of several partitions and commit them in one transaction under
+        the joint fence in hand (:meth:`Share.fenced_together`); whether it did (if not,
+        nothing was written)."""
+        ...
+
+
+def _later(*marks: int | None) -> int | None:
+    found = [mark for mark in marks if mark is not None]
+    return max(found) if found else None
+
+
+class Share:
+    """One processor's share of its group's work: the partitions it works on, the checkpoint
+    of each, and the lease each commit goes under (per thread: a processor may commit from two).
+    """
+
+    def __init__(self, member: Member) -> None:
+        self.member = member
+        self._held_view: object = None
+        self._let_go = False
+        """Whether this life stopped working on a partition it started with (:meth:`let_go`)."""
+        self.owned: dict[int, Lease] | None = None
+        """The partitions this subscription works on (``None``: no group, all the work)."""
+        self._marks: dict[int, int | None] = {}
+        self._fence = threading.local()
+        self._next_idle_commit = 0.0
+
+    @property
+    def group(self) -> PartitionGroup | None:
+        """The group (``None``: this process does all the work)."""
+        return self.member.context.group
+
+    def holds_work(self) -> bool:
+        """Whether this process has work of the processor to do now."""
+        group = self.group
+        return group is None or bool(group.partitions())
+
+    def await_leases(self) -> bool:
+        """Wait (interruptibly by stop) until this process holds something to work on; whether
+        it does (else the service stops)."""
+        group, stop = self.group, self.member.context.stop
+        assert group is not None
+        while not stop.is_set():
+            self._held_view = self._holding()
+            if self.holds_work():
+                self.member.on_leases_changed()
+                return True
+            stop.wait(0.1)
+        return False
+
+    def moved(self) -> bool:
+        """Whether the partitions this process holds (or their epochs) changed since
+        :meth:`await_leases`, or this life let one go (:meth:`let_go`)."""
+        group = self.group
+        return group is not None and (self._let_go or self._holding() != self._held_view)
+
+    def _holding(self) -> object:
+        group = self.group
+        if group is None:
+            return None
+        return frozenset((n, lease.epoch) for n, lease in group.partitions().items())
+
+    # -- checkpoints ------------------------------------------------------------------------
+
+    def checkpoint_name(self, key: int) -> str:
+        """The checkpoint of ``key``'s work: the processor's own for :data:`ALL`, else the
+        partition's."""
+        name = self.member.name
+        return name if key == ALL else partitions.checkpoint_name(name, key)
+
+    def stored_mark(
+        self, key: int, name: Callable[[str], str] = str, *, highest: bool = False
+    ) -> int | None:
+        """The stored mark of ``key``'s work: its checkpoint, or with ``name`` (of the
+        checkpoint's name) another mark kept beside it, counting what a run in the other mode
+        (with or without a group) stored if that is later (see the module docstring).
+
+        For :data:`ALL`, the partitions' marks count only if the app ran in a group on this
+        store: their lowest (if every partition has one), or with ``highest`` their highest (a
+        mark that bounds work done past the checkpoint, such as the concluded mark).
+        """
+        load = self.member.context.checkpoints.load_checkpoint
+        own = load(name(self.member.name))
+        if key != ALL:
+            return _later(load(name(self.checkpoint_name(key))), own)
+        context = self.member.context
+        if not context.store.read_stream(partitions.count_stream(context.app.name), 0, 1):
+            return own  # never ran in a group here
+        marks = [load(name(self.checkpoint_name(n))) for n in range(context.app.partitions)]
+        if highest:
+            return _later(own, *marks)
+        if any(mark is None for mark in marks):
+            return own
+        return _later(own, min(mark for mark in marks if mark is not None))
+
+    def start_position(self) -> int | None:
+        """The position to subscribe after: the processor's checkpoint, or in a group the
+        lowest checkpoint of the partitions held."""
+        group = self.group
+        self._next_idle_commit = 0.0  # the first batch moves every held checkpoint on
+        if group is None:
+            self.owned = None
+            self._marks = {ALL: self.stored_mark(ALL)}
+            return self._marks[ALL]
+        self.owned = group.partitions()
+        self._let_go = False
+        self._marks = {number: self.stored_mark(number) for number in self.owned}
+        marks = list(self._marks.values())
+        if any(mark is None for mark in marks):
+            return None
+        return min(mark for mark in marks if mark is not None)
+
+    def held_keys(self) -> list[int]:
+        """The keys of the work this subscription does: the partitions held, or :data:`ALL`."""
+        return [ALL] if self.owned is None else list(self.owned)
+
+    def mark(self, key: int) -> int | None:
+        """The checkpoint of ``key``'s work as last loaded or committed."""
+        return self._marks.get(key)
+
+    def committed_to(self, key: int, position: int) -> None:
+        """``key``'s checkpoint is now ``position`` (committed)."""
+        self._marks[key] = position
+
+    def partition(self, event: RecordedEvent) -> int:
+        """The partition ``event`` belongs to (:data:`ALL` without a group)."""
+        if self.owned is None:
+            return ALL
+        count = self.member.context.app.partitions
+        return partitions.partition_of(self.member.partition_key(event), count)
+
+    def behind(self, position: int | None) -> bool:
+        """In a group: whether a held partition's checkpoint is not at ``position`` (every input
+        up to which is done), so an idle partition's checkpoint has yet to move on."""
+        if self.owned is None or position is None:
+            return False
+        return any(self._marks.get(number) != position for number in self.owned)
+
+    def key_of(self, event: RecordedEvent) -> int | None:
+        """The key of the work ``event`` is part of, or ``None`` if this subscription does not
+        do it (its partition is not held, or its checkpoint is past ``event``).
+
+        In a group, the partition comes from :meth:`Member.partition_key`: for commands and
+        timers that is the stored stream name, so no event of another partition is decoded.
+        """
+        number = self.partition(event)
+        if self.owned is not None and number not in self.owned:
+            return None
+        mark = self._marks.get(number)
+        return number if mark is None or event.position > mark else None
+
+    def idle_due(self) -> bool:
+        """Whether it is time to move on the checkpoints of held partitions without inputs
+        (at most every :data:`IDLE_CHECKPOINT_EVERY` seconds)."""
+        now = time.monotonic()
+        if now < self._next_idle_commit:
+            return False
+        self._next_idle_commit = now + IDLE_CHECKPOINT_EVERY
+        return True
+
+    # -- fencing ----------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def fenced(self, key: int) -> Iterator[None]:
+        """Commits on this thread inside go under ``key``'s checkpoint name and lease.
+
+        Raises :class:`LeaseNotHeld` if ``key``'s partition is not held (any more).
+        """
+        if key == ALL:
+            yield
+            return
+        lease = None if self.owned is None else self.owned.get(key)
+        if lease is None:
+            raise LeaseNotHeld(f"{self.member.name}: partition {key} is not held")
+        self._fence.value = (self.checkpoint_name(key), lease)
+        try:
+            yield
+        finally:
+            self._fence.value = None
+
+    @contextlib.contextmanager
+    def fenced_together(self, keys: Sequence[int]) -> Iterator[None]:
+        """Commits on this thread inside go under every one of ``keys``' checkpoint names and
+        leases at once (:meth:`joint_fence`): one transaction for several partitions.
+
+        Raises :class:`LeaseNotHeld` if one of the partitions is not held (any more).
+        """
+        joint: list[tuple[str, Lease]] = []
+        for key in keys:
+            lease = None if self.owned is None else self.owned.get(key)
+            if lease is None:
+                raise LeaseNotHeld(f"{self.member.name}: partition {key} is not held")
+            joint.append((self.checkpoint_name(key), lease))
+        self._fence.joint = joint
+        try:
+            yield
+        finally:
+            self._fence.joint = None
+
+    def joint_fence(self) -> list[tuple[str, Lease]] | None:
+        """The checkpoint names and leases of a commit of several partitions in hand
+        (:meth:`fenced_together`), else ``None``."""
+        joint: list[tuple[str, Lease]] | None = getattr(self._fence, "joint", None)
+        return joint
+
+    def commit_fence(self) -> tuple[str, Lease | None]:
+        """The checkpoint name and the lease to commit under now (no lease: not in a group).
+
+        Raises :class:`LeaseNotHeld` in a group, outside :meth:`fenced`.
+        """
+        fence: tuple[str, Lease] | None = getattr(self._fence, "value", None)
+        if fence is not None:
+            return fence
+        if self.group is None:
+            return self.member.name, None
+        raise LeaseNotHeld(f"{self.member.name}: a commit outside a partition's fence")
+
+    def save_mark(self, name: str, position: int) -> None:
+        """Store a mark kept beside the checkpoint (``name``), under the fence in hand: in a
+        group, a process that lost the partition cannot write it either."""
+        context = self.member.context
+        fence: tuple[str, Lease] | None = getattr(self._fence, "value", None)
+        if fence is not None and isinstance(context.store, TransactionalStore):
+            context.store.append_batch([], (name, position), lease=fence[1])
+        else:
+            context.checkpoints.save_checkpoint(name, position)
+
+    def lease_gone(self, exc: LeaseLost | LeaseNotHeld) -> None:
+        """A commit found its lease lost (or none held): drop the partition, log, pause a
+        moment."""
+        group = self.group
+        if isinstance(exc, LeaseLost):
+            if group is not None:
+                group.lost(exc.lease)
+            if self.owned is not None:
+                for number, lease in list(self.owned.items()):
+                    if lease.partition == exc.lease.partition:
+                        del self.owned[number]
+        context = self.member.context
+        logger = context.logger or logging.getLogger(__name__)
+        logger.warning(
+            "%s: %s; resuming with the leases still held",
+            self.member.name,
+            exc,
+            extra={"processor": self.member.name},
+        )
+        context.stop.wait(0.1)
+
+    def still_held(self, key: int, held: dict[int, Lease] | None = None) -> bool:
+        """Whether ``key``'s partition is still held by this process (always, without a group):
+        a released or lost partition's work in hand is dropped, not committed. ``held``: what
+        the group holds now, if the caller just asked it."""
+        group = self.group
+        if key == ALL or group is None:
+            return True
+        if self.owned is None or key not in self.owned:
+            return False
+        now = (group.partitions() if held is None else held).get(key)
+        return now is not None and now.epoch == self.owned[key].epoch
+
+    def let_go(self, key: int) -> None:
+        """Stop working on ``key``'s partition, which :meth:`still_held` found not held now
+        (released, lost, or only past the local deadline of its lease, which a late renewal
+        may yet extend), and end this subscription's life.
+
+        The work in hand of the partition was dropped, not committed, and the reads went past
+        it: were the partition worked on further in this life (still held after all), its
+        checkpoint would move past work never done. The next life starts from the stored
+        checkpoints of what is held then, so that work is done again, never passed over.
+        """
+        if self.owned is not None:
+            self.owned.pop(key, None)
+        self._let_go = True
+        context = self.member.context
+        logger = context.logger or logging.getLogger(__name__)
+        logger.info(
+            "%s: partition %d is not held now; resubscribing from the checkpoints",
+            self.member.name,
+            key,
+            extra={"processor": self.member.name},
+        )
+        self.member.stop()
+
+    def held_now(self) -> dict[int, Lease] | None:
+        """What the group holds now (``None`` without a group), for :meth:`still_held`."""
+        group = self.group
+        return None if group is None else group.partitions()
+
+    # -- the workflow processors' way: each batch's partitions committed together ------------
+
+    def process(self, batch: Sequence[RecordedEvent]) -> None:
+        """Handle the inputs of the partitions held and commit them with their checkpoints past
+        ``batch``: in one transaction under every partition's lease where the member can
+        (:meth:`Member.commit_together`), else (or if that failed: a lost lease, a revision
+        conflict, a rejection) each partition's work on its own under its lease."""
+        assert self.owned is not None
+        member = self.member
+        end = batch[-1].position
+        work: dict[int, list[RecordedEvent]] = defaultdict(list)
+        for event in batch:
+            key = self.key_of(event)
+            if key is not None:
+                work[key].append(event)
+        idle_due = self.idle_due()
+        due = [
+            number
+            for number in self.owned
+            if work.get(number) or (idle_due and self._marks.get(number) != end)
+        ]
+        if len(due) > 1 and self._together(work, due, end):
+            member.committed = end
+            return
+        for number in due:
+            if number not in self.owned:
+                continue  # lost while committing them together
+            events = work.get(number, [])
+            try:
+                with self.fenced(number):
+                    member.commit_share(events, end)
+            except (LeaseLost, LeaseNotHeld) as exc:
+                self.lease_gone(exc)
+                continue
+            self._marks[number] = end
+        member.committed = end
+
+    def _together(self, work: dict[int, list[RecordedEvent]], due: list[int], end: int) -> bool:
+        """Commit the work of the ``due`` partitions in ``batch`` in one transaction (one
+        commit per batch, not one per partition); whether it did. If a lease was lost, that
+        partition is dropped and nothing was written: the caller commits the others one by
+        one, as after a failed revision check."""
+        events = sorted(
+            (event for number in due for event in work.get(number, [])),
+            key=lambda event: event.position,
+        )
+        try:
+            with self.fenced_together(due):
+                done = self.member.commit_together(events, end)
+        except (LeaseLost, LeaseNotHeld) as exc:
+            self.lease_gone(exc)
+            return False
+        if done:
+            for number in due:
+                self._marks[number] = end
+        return done

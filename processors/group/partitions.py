@@ -1,0 +1,150 @@
+"""Partitions of an app's work: which partition an instance belongs to, and the names and
+records kept for them in the store.
+
+An app's work splits into ``count`` partitions (:attr:`App.partitions
+<decider.processors.app.definition.App.partitions>`, 16 by default). An input belongs to the
+partition of the instance stream it is routed to: ``crc32(stream) % count``, a hash that is the same
+in every process and on every machine (Python's ``hash()`` is salted per process, so it is not
+used). A partition has its own checkpoint per processor (:func:`checkpoint_name`) and its own lease
+(:func:`lease_name`), so several processes can share an app's work, each committing only the
+partitions it holds (see :mod:`decider.processors.group.membership`).
+
+The count an app runs with is recorded once in the store (``decider-partitions-<app>``): a
+process started with another count refuses (:class:`PartitionCountMismatch`), since the same
+instance would then belong to two partitions with different checkpoints. Changing it is a
+documented procedure (docs/scaling.md, "Choosing P"): stop every process, delete that stream,
+and save every processor's checkpoint of each new partition as the lowest of the old ones.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+from decider import Envelope, Metadata, event_id
+from decider.processors.app import decoding, streams
+from decider.processors.app.definition import App
+from decider.processors.app.errors import ProcessorError
+from decider.processors.app.messages import PartitionClaimed, PartitionCount
+from decider.stores import Lease
+from decider.stores.errors import WrongExpectedVersion
+from decider.stores.protocol import ANY, NO_STREAM, EventStore, NewEvent
+
+MAX_PARTITIONS = 4096
+"""The largest partition count an app may have."""
+
+
+class PartitionCountMismatch(ProcessorError, ValueError):
+    """The app runs with another partition count than the one recorded in the store."""
+
+    def __init__(self, app: str, recorded: int, configured: int) -> None:
+        self.recorded = recorded
+        self.configured = configured
+        super().__init__(
+            f"app {app!r} is configured with {configured} partitions but the store records "
+            f"{recorded}: every process of an app must use the same count (see docs/scaling.md "
+            "to change it)"
+        )
+
+
+def check_count(count: int) -> int:
+    """``count`` if it is a valid partition count (1 to :data:`MAX_PARTITIONS`), else
+    ``ValueError``."""
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_PARTITIONS:
+        raise ValueError(f"partitions must be an int from 1 to {MAX_PARTITIONS}, got {count!r}")
+    return count
+
+
+def partition_of(stream: str, count: int) -> int:
+    """The partition of the instance stream ``stream`` among ``count``: stable everywhere.
+
+    >>> partition_of("Order-o-1", 16)
+    14
+    """
+    return zlib.crc32(stream.encode("utf-8", "surrogatepass")) % count
+
+
+def lease_name(app: str, partition: int) -> str:
+    """The lease of one of an app's partitions.
+
+    >>> lease_name("shop", 3)
+    'shop/3'
+    """
+    return f"{app}/{partition}"
+
+
+def member_lease_name(app: str, owner: str) -> str:
+    """The lease that says ``owner`` is a live member of the app's group."""
+    return f"{app}/member/{owner}"
+
+
+def member_prefix(app: str) -> str:
+    """The prefix of every member lease of the app."""
+    return f"{app}/member/"
+
+
+def checkpoint_name(processor: str, partition: int) -> str:
+    """The checkpoint of ``processor`` for one partition.
+
+    >>> checkpoint_name("shop.workflow.Order", 3)
+    'shop.workflow.Order.p3'
+    """
+    return streams.partition_checkpoint_name(processor, partition)
+
+
+def history_stream(app: str) -> str:
+    """The stream where every claim of an app's partitions under a new epoch is recorded."""
+    return streams.lease_history_stream(app)
+
+
+def count_stream(app: str) -> str:
+    """The stream that records an app's partition count."""
+    return streams.partition_count_stream(app)
+
+
+def ensure_count(store: EventStore, app: App) -> int:
+    """Record ``app.partitions`` in the store if no count is recorded yet; return it.
+
+    Raises :class:`PartitionCountMismatch` if another count is recorded.
+    """
+    stream = count_stream(app.name)
+    for _ in range(3):
+        records = store.read_stream(stream, 0, 1)
+        if records:
+            count = decoding.decode_message(app.codec, records[0])
+            assert isinstance(count, PartitionCount)
+            if count.partitions != app.partitions:
+                raise PartitionCountMismatch(app.name, count.partitions, app.partitions)
+            return count.partitions
+        new = _record(app, stream, "count", PartitionCount(partitions=app.partitions))
+        try:
+            store.append(stream, [new], NO_STREAM)
+        except WrongExpectedVersion:
+            continue  # another process recorded one first: read it
+        return app.partitions
+    raise RuntimeError(f"could not record the partition count of {app.name!r}")  # pragma: no cover
+
+
+def record_claim(store: EventStore, app: App, lease: Lease) -> None:
+    """Append ``lease`` (a new epoch) to the app's lease history (idempotent per epoch)."""
+    stream = history_stream(app.name)
+    assert lease.owner is not None
+    claim = PartitionClaimed(partition=lease.partition, owner=lease.owner, epoch=lease.epoch)
+    store.append(stream, [_record(app, stream, f"{lease.partition}@{lease.epoch}", claim)], ANY)
+
+
+def claims(store: EventStore, app: App) -> list[PartitionClaimed]:
+    """The app's lease history, in the order recorded."""
+    found = []
+    for record in store.read_stream(history_stream(app.name), 0):
+        claim = decoding.decode_message(app.codec, record)
+        if isinstance(claim, PartitionClaimed):
+            found.append(claim)
+    return found
+
+
+def _record(app: App, stream: str, cause: str, message: object) -> NewEvent:
+    new_id = event_id(stream, cause, 0)
+    type_name, data, metadata = app.codec.encode_envelope(
+        Envelope(message, Metadata(message_id=str(new_id)))
+    )
+    return NewEvent(new_id, type_name, data, metadata)

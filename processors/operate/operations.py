@@ -1,0 +1,285 @@
+"""What an operator writes: publish an input, request a cancel, reset a processor's checkpoint.
+
+Each is one idempotent append (or one checkpoint write) through the protocol. A reset is refused
+while a ``decider run`` service of the app is alive: such a service writes a heartbeat (the
+time, in milliseconds since the epoch, under the checkpoint name ``<app>.service-heartbeat``)
+every :data:`HEARTBEAT_EVERY` seconds and clears it when it stops gracefully; a heartbeat younger
+than :data:`HEARTBEAT_TTL` seconds means a service holds the checkpoints.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from typing import Any
+
+import attrs
+
+from decider import (
+    CancelRequested,
+    DecodeError,
+    Lifecycle,
+    Metadata,
+    UnknownMessageType,
+    event_id,
+    new_id,
+)
+from decider.codec import lifecycle_of_type
+from decider.processors.app import streams
+from decider.processors.app.definition import App
+from decider.processors.app.streams import cancel_stream
+from decider.processors.engine.reading import read_all, read_stream
+from decider.stores.protocol import ANY, CheckpointStore, EventStore, NewEvent, RecordedEvent
+
+HEARTBEAT_EVERY = 2.0
+"""Seconds between two heartbeats of a running ``decider run``."""
+
+HEARTBEAT_TTL = 10.0
+"""Seconds after its last heartbeat that a service still counts as holding its app.
+WARNING: compared with this machine's clock: clocks of the machines must agree within it."""
+
+CANCEL_TYPE = "decider.CancelRequested"
+"""The stored type of a cancel request (fields: ``reason``), an input to the instance."""
+
+__all__ = [
+    "CANCEL_TYPE",
+    "HEARTBEAT_EVERY",
+    "HEARTBEAT_TTL",
+    "CancelRequest",
+    "OperationError",
+    "Published",
+    "beat",
+    "cancel_stream",
+    "clear_heartbeat",
+    "default_input_stream",
+    "heartbeat_name",
+    "input_types",
+    "position_before",
+    "processor_names",
+    "publish_json",
+    "request_cancel",
+    "reset_checkpoint",
+    "resolve_processor",
+    "service_alive",
+]
+
+
+class OperationError(Exception):
+    """An operator's request that cannot be carried out; the message says why."""
+
+
+@attrs.frozen
+class Published:
+    """An input appended by :func:`publish_json`."""
+
+    message_id: str
+    type: str
+    stream: str
+
+    def as_json(self) -> dict[str, object]:
+        """As a JSON object."""
+        return {"message_id": self.message_id, "type": self.type, "stream": self.stream}
+
+
+def default_input_stream(app: App) -> str:
+    """The stream ``decider publish`` appends to when none is given: ``inputs-<app name>``
+    (:func:`~decider.processors.app.streams.input_stream`)."""
+    return streams.input_stream(app.name)
+
+
+def input_types(app: App) -> set[str]:
+    """The stored type names some workflow of ``app`` takes as input."""
+    return {name for r in app.workflows.values() for name in r.inputs}
+
+
+def publish_json(
+    store: EventStore,
+    app: App,
+    type_name: str,
+    document: str | bytes,
+    *,
+    stream: str | None = None,
+    message_id: str | None = None,
+    correlation_id: str | None = None,
+) -> Published:
+    """Decode ``document`` as a ``type_name`` message with the app's codec and publish it.
+
+    The same ``message_id`` published twice to one stream is stored once. Raises
+    :class:`OperationError` for a type no workflow of ``app`` takes, JSON that does not decode
+    to the type, or a stream that belongs to an instance or to the processors.
+    """
+    if type_name not in input_types(app):
+        known = ", ".join(sorted(input_types(app))) or "none"
+        raise OperationError(
+            f"no workflow of app {app.name!r} takes {type_name!r} (inputs: {known})"
+        )
+    target = stream or default_input_stream(app)
+    if app.workflow_of_stream(target) is not None or streams.is_system_stream(target):
+        raise OperationError(
+            f"stream {target!r} belongs to a workflow instance or to the processors; "
+            "publish to another stream"
+        )
+    data = document.encode() if isinstance(document, str) else document
+    try:
+        message = app.codec.decode_message(type_name, data)
+    except (DecodeError, UnknownMessageType) as exc:
+        raise OperationError(f"cannot decode the message: {exc}") from exc
+    published = app.publish(
+        store, message, target, message_id or new_id("msg"), correlation_id=correlation_id
+    )
+    return Published(published, type_name, target)
+
+
+@attrs.frozen
+class CancelRequest:
+    """A recorded cancel request; ``already``: one was recorded before (this one was not)."""
+
+    stream: str
+    message_id: str
+    reason: str
+    already: bool
+
+    def as_json(self) -> dict[str, object]:
+        """As a JSON object."""
+        return {
+            "instance": self.stream,
+            "message_id": self.message_id,
+            "reason": self.reason,
+            "already_requested": self.already,
+        }
+
+
+def request_cancel(store: EventStore, app: App, instance_stream: str, reason: str) -> CancelRequest:
+    """Record a ``decider.CancelRequested`` input for a running instance (one per instance: a
+    repeated request returns the first, ``already=True``, also once the instance has ended).
+
+    It goes to :func:`cancel_stream` with the instance id as correlation id, so the default
+    route (:func:`~decider.processors.app.definition.by_correlation`) delivers it to the instance.
+    Raises
+    :class:`OperationError` for a stream of no workflow, an instance without events, or one
+    that is no longer running.
+    """
+    registration = app.workflow_of_stream(instance_stream)
+    if registration is None:
+        raise OperationError(f"{instance_stream!r} is not the stream of a workflow of {app.name!r}")
+    stream = cancel_stream(instance_stream)
+    existing = store.read_stream(stream, 0, 1)
+    if existing:  # first: a repeated request is answered the same after the instance ended
+        first = _cancel_reason(app, existing[0])
+        return CancelRequest(instance_stream, str(existing[0].id), first, True)
+    status = _status(read_stream(store, instance_stream))
+    if status is None:
+        raise OperationError(f"instance {instance_stream!r} has no events")
+    if status is not Lifecycle.RUNNING:
+        raise OperationError(f"instance {instance_stream!r} is {status.value}, not running")
+    instance_id = instance_stream[len(registration.stream_prefix) :]
+    new = event_id(stream, "cancel", 0)
+    data = _encode_cancel(app, reason)
+    metadata = Metadata(message_id=str(new), correlation_id=instance_id)
+    encoded = app.codec.encode_metadata(metadata)
+    store.append(stream, [NewEvent(new, CANCEL_TYPE, data, encoded)], ANY)
+    return CancelRequest(instance_stream, str(new), reason, False)
+
+
+def _encode_cancel(app: App, reason: str) -> bytes:
+    """The request's data: through the codec where the message class is registered, else as
+    :class:`~decider.CancelRequested` (the type the engine reads)."""
+    if CANCEL_TYPE in app.codec.registry:
+        cls: Any = app.codec.registry.class_of(CANCEL_TYPE)
+        type_name, data = app.codec.encode_message(cls(reason=reason))
+        assert type_name == CANCEL_TYPE
+        return data
+    return app.codec.encode_data(CancelRequested(reason=reason))
+
+
+def _cancel_reason(app: App, record: RecordedEvent) -> str:
+    """The reason a stored cancel request gives (``None`` as text if it cannot be read)."""
+    try:
+        request = app.codec.decode_data(CancelRequested, record.type, record.data)
+    except DecodeError:
+        return "None"
+    return str(request.reason)
+
+
+def _status(events: list[RecordedEvent]) -> Lifecycle | None:
+    status: Lifecycle | None = None
+    for record in events:
+        status = lifecycle_of_type(record.type) or status
+    return status
+
+
+# -- checkpoints --------------------------------------------------------------------------
+
+
+def processor_names(app: App) -> list[str]:
+    """The checkpoint names of ``app``'s processors, as a service names them."""
+    return streams.processor_names(app.name, app.workflows)
+
+
+def resolve_processor(app: App, given: str) -> str:
+    """The processor ``given`` names: its full name, or the part after ``<app name>.``."""
+    names = processor_names(app)
+    for name in names:
+        if given in (name, streams.short_processor_name(app.name, name)):
+            return name
+    raise OperationError(
+        f"no processor {given!r} in app {app.name!r} (processors: {', '.join(names)})"
+    )
+
+
+def heartbeat_name(app: App) -> str:
+    """The checkpoint name under which a running service of ``app`` writes its heartbeat."""
+    return streams.heartbeat_name(app.name)
+
+
+def beat(store: CheckpointStore, app: App, now: float | None = None) -> int:
+    """Write a heartbeat of ``app``'s service; returns the value written."""
+    value = int((time.time() if now is None else now) * 1000)
+    store.save_checkpoint(heartbeat_name(app), value)
+    return value
+
+
+def clear_heartbeat(store: CheckpointStore, app: App, last: int) -> None:
+    """Clear the heartbeat at a graceful stop, unless another service has written one since."""
+    if store.load_checkpoint(heartbeat_name(app)) == last:
+        store.save_checkpoint(heartbeat_name(app), 0)
+
+
+def service_alive(store: CheckpointStore, app: App, now: float | None = None) -> float | None:
+    """Seconds since a live service's last heartbeat (``None``: no service holds ``app``)."""
+    value = store.load_checkpoint(heartbeat_name(app))
+    if not value:
+        return None
+    age = (time.time() if now is None else now) - value / 1000
+    return age if age < HEARTBEAT_TTL else None
+
+
+def position_before(store: EventStore, moment: datetime) -> int:
+    """The position of the last event recorded before ``moment`` (0: there is none)."""
+    found = 0
+    for record in read_all(store):
+        if record.recorded_at >= moment:
+            break
+        found = record.position
+    return found
+
+
+def reset_checkpoint(store: EventStore, app: App, processor: str, position: int) -> int | None:
+    """Set ``processor``'s checkpoint to ``position``; returns the checkpoint it replaced.
+
+    Raises :class:`OperationError` while a service of ``app`` is alive (see the module
+    docstring), for a store without checkpoints, or for a negative position. The processor
+    then handles again (or skips) what lies after ``position`` the next time it starts.
+    """
+    if not isinstance(store, CheckpointStore):
+        raise OperationError(f"{type(store).__name__} stores no checkpoints")
+    if position < 0:
+        raise OperationError(f"a position is >= 0, got {position}")
+    age = service_alive(store, app)
+    if age is not None:
+        raise OperationError(
+            f"a service of app {app.name!r} is running (heartbeat {age:.1f}s ago); stop it first"
+        )
+    previous = store.load_checkpoint(processor)
+    store.save_checkpoint(processor, position)
+    return previous

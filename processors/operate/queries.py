@@ -1,0 +1,212 @@
+"""Read-only views for operators (and the CLI): instances, their status, parked commands.
+
+Everything here reads the store through the protocol; nothing needs a running service.
+``retry_parked`` is the one writer: it appends a request that the command processor acts on.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import attrs
+
+from decider import Envelope, Lifecycle, Metadata, WorkflowEvent, advance, event_id, start
+from decider.codec import lifecycle_of_type
+from decider.processors.app import decoding, streams
+from decider.processors.app.definition import App
+from decider.processors.app.errors import ConflictsExhausted, NotParked
+from decider.processors.app.messages import CommandParked, ParkedCommandRetried
+from decider.processors.engine.reading import read_all, read_stream
+from decider.processors.workflows.state_stored import load_instance
+from decider.stores.errors import WrongExpectedVersion
+from decider.stores.protocol import EventStore, NewEvent, RecordedEvent
+
+_RACES = 5
+
+
+@attrs.frozen
+class HistoryEntry:
+    """One event of an instance's stream, decoded."""
+
+    revision: int
+    position: int
+    type: str
+    event: WorkflowEvent[Any, Any]
+    metadata: Metadata
+    recorded_at: datetime
+    stored_metadata: bytes = b""
+    """The metadata as stored (with any field :class:`~decider.Metadata` does not hold)."""
+
+
+@attrs.frozen
+class InstanceView:
+    """An instance as stored: its events, and the state and status they fold to."""
+
+    stream: str
+    workflow: str
+    history: list[HistoryEntry]
+    state: Any
+    status: Lifecycle
+
+    @property
+    def version(self) -> str | None:
+        """The workflow version the instance began under (recorded in ``Began``'s metadata),
+        or ``None`` for a workflow without a ``version``."""
+        for entry in self.history:
+            if entry.metadata.workflow_version is not None:
+                return entry.metadata.workflow_version
+        return None
+
+
+@attrs.frozen
+class InstanceStatus:
+    """One instance stream and its lifecycle status."""
+
+    stream: str
+    workflow: str
+    status: Lifecycle
+
+
+@attrs.frozen
+class ParkedCommand:
+    """A command set aside after its retries, until someone retries it."""
+
+    command_id: str
+    command_type: str
+    stream: str
+    revision: int
+    reason: str
+    attempts: int
+    parked_at: datetime
+
+
+def show(store: EventStore, app: App, stream: str) -> InstanceView:
+    """The history, folded state and status of the instance stream ``stream``.
+
+    Raises :class:`KeyError` if no workflow of ``app`` owns the stream, and
+    :class:`~decider.stores.errors.CorruptEvent` (naming the revision) for an event that cannot be
+    decoded.
+    """
+    registration = app.workflow_of_stream(stream)
+    if registration is None:
+        known = ", ".join(sorted(app.workflows)) or "none"
+        raise KeyError(f"{stream!r} is not the stream of a workflow of {app.name!r} ({known})")
+    workflow = registration.workflow
+    history = [
+        HistoryEntry(
+            revision=record.revision,
+            position=record.position,
+            type=record.type,
+            event=decoding.decode_event(app.codec, record),
+            metadata=decoding.decode_metadata(app.codec, record),
+            recorded_at=record.recorded_at,
+            stored_metadata=record.metadata,
+        )
+        for record in read_stream(store, stream)
+    ]
+    if registration.stored == "state":  # the stream is its outbox; the state is a row
+        instance = load_instance(store, app, registration, stream)
+    else:
+        instance = advance(workflow, start(workflow), (entry.event for entry in history))
+    return InstanceView(stream, workflow.name, history, instance.state, instance.status)
+
+
+def status(store: EventStore, app: App, workflow: str | None = None) -> list[InstanceStatus]:
+    """Every instance of ``app``'s workflows (or of one) with its status, by first appearance.
+
+    Reads only the lifecycle events (``Began`` and the terminal ones: ``Completed``,
+    ``Failed``, ``Cancelled``); nothing is decoded, the stored type names the status.
+    """
+    registrations = [r for name, r in app.workflows.items() if workflow is None or name == workflow]
+    if not registrations:
+        raise KeyError(f"no workflow {workflow!r} in app {app.name!r}")
+    wanted = {r.workflow.name for r in registrations}
+    found: dict[str, InstanceStatus] = {}
+    filter = decoding.lifecycle_filter(r.workflow.name for r in registrations)
+    for record in read_all(store, filter):
+        owner = app.workflow_of_stream(record.stream)
+        if owner is None or owner.workflow.name not in wanted:
+            continue
+        state = lifecycle_of_type(record.type)
+        if state is None:
+            continue
+        if found.get(record.stream) is None or state.terminal:
+            found[record.stream] = InstanceStatus(record.stream, owner.workflow.name, state)
+    return list(found.values())
+
+
+def list_parked(store: EventStore, app: App) -> list[ParkedCommand]:
+    """The commands of ``app`` that are parked now (parked, and not retried since)."""
+    ledger = read_stream(store, streams.parked_stream(app.name))
+    return [command for command, _ in _parked(app, ledger)]
+
+
+def _parked(app: App, ledger: list[RecordedEvent]) -> list[tuple[ParkedCommand, RecordedEvent]]:
+    """The commands parked now in ``ledger``, each with its last park record."""
+    parked: dict[str, tuple[ParkedCommand, RecordedEvent]] = {}
+    for record in ledger:
+        message = decoding.decode_message(app.codec, record)
+        if isinstance(message, CommandParked):
+            command = ParkedCommand(
+                command_id=message.command_id,
+                command_type=message.command_type,
+                stream=message.stream,
+                revision=message.revision,
+                reason=message.reason,
+                attempts=message.attempts,
+                parked_at=record.recorded_at,
+            )
+            parked[message.command_id] = (command, record)
+        elif isinstance(message, ParkedCommandRetried):
+            parked.pop(message.command_id, None)
+    return list(parked.values())
+
+
+def retry_parked(store: EventStore, app: App, command_id: str) -> str:
+    """Re-queue a parked command: the command processor carries it out again.
+
+    Returns the id of the retry request. Raises :class:`~decider.processors.app.errors.NotParked` if
+    the command is not parked now, which includes a command already re-queued (a retry request
+    follows its last park), even by a concurrent call: one park is retried at most once. If it
+    fails again, it is parked again (and the workflow gets another ``decider.CommandFailed``).
+    :class:`~decider.processors.app.errors.ConflictsExhausted` if the ledger kept changing under the
+    call.
+    """
+    stream = streams.parked_stream(app.name)
+    for _ in range(_RACES):
+        ledger = read_stream(store, stream)
+        found = {c.command_id: (c, record) for c, record in _parked(app, ledger)}
+        if command_id not in found:
+            raise NotParked(app.name, command_id)
+        command, park = found[command_id]
+        new = retry_request(app, command, park)
+        try:
+            # The ledger as read: a request written since (by another call) is seen next turn.
+            store.append(stream, [new], ledger[-1].revision)
+        except WrongExpectedVersion:
+            continue
+        return str(new.id)
+    raise ConflictsExhausted(stream, _RACES)
+
+
+def parked_now(app: App, store: EventStore) -> dict[str, tuple[ParkedCommand, RecordedEvent]]:
+    """The commands of ``app`` parked now, by command id, each with its last park record."""
+    ledger = read_stream(store, streams.parked_stream(app.name))
+    return {command.command_id: (command, record) for command, record in _parked(app, ledger)}
+
+
+def retry_request(app: App, command: ParkedCommand, park: RecordedEvent) -> NewEvent:
+    """The ledger's request to retry ``command`` after its park record ``park``: one id per
+    park (whoever asks), so a command parked again may be retried again."""
+    stream = streams.parked_stream(app.name)
+    request = ParkedCommandRetried(
+        command_id=command.command_id,
+        command_type=command.command_type,
+        stream=command.stream,
+        revision=command.revision,
+    )
+    new_id = event_id(stream, f"{command.command_id}/retry/{park.id}", 0)
+    metadata = Metadata(message_id=str(new_id), causation_id=command.command_id)
+    type_name, data, encoded = app.codec.encode_envelope(Envelope(request, metadata))
+    return NewEvent(new_id, type_name, data, encoded)

@@ -1,0 +1,2 @@
+"""The service: every processor of an app in one process, its metrics and its garbage
+collector's settings."""

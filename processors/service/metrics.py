@@ -1,0 +1,344 @@
+"""The sampled metrics of running services, and the Prometheus endpoint of ``decider run``.
+
+Every :class:`~decider.processors.Service` that starts is watched (weakly: a service that is
+gone is forgotten). Its metrics are observable instruments of the OpenTelemetry metrics API,
+computed only when a reader collects them (a Prometheus scrape, an SDK's periodic export);
+without an SDK nothing is ever computed. Per processor (attribute ``decider.processor``):
+
+- ``decider.processor.lag`` (seconds) and ``decider.processor.lag.positions``: how old the
+  oldest input the processor has not concluded is, and how far (in log positions) its newest
+  pending input is past its checkpoint (counting at most :data:`LAG_PAGE` pending inputs);
+  0 when it has caught up;
+- ``decider.processor.handled``, ``.carried_out``, ``.fired``, ``.parked``, ``.skipped``,
+  ``.conflicts``: the processors' own counters, where a processor keeps one; and
+  ``.in_flight``, ``.backing_off``: the command pool's calls running and commands waiting to
+  retry, now;
+- ``decider.cache.hits`` / ``decider.cache.misses`` and ``decider.cache.hit_ratio``: the
+  workflow processors' instance caches.
+
+Per workflow (attribute ``decider.workflow``): ``decider.instances`` by ``decider.status``
+(each instance's lifecycle events, read incrementally), and ``decider.instances.stuck``, the
+running instances without an event for longer than the workflow's ``progress_within`` (see
+:mod:`decider.processors.operate.stuck`). The per-event instruments (handler and commit latency,
+retries, inputs) are recorded by :mod:`decider.processors.engine.telemetry`.
+
+:func:`endpoint` serves all of them for Prometheus to scrape; it needs the ``metrics`` extra
+(the OpenTelemetry SDK, its Prometheus exporter and ``prometheus_client``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+import weakref
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry import metrics
+from opentelemetry.metrics import CallbackOptions, Observation
+
+from decider import Lifecycle
+from decider.processors.app import streams
+from decider.processors.engine.telemetry import SCOPE
+from decider.processors.operate.listing import lifecycle_of_type
+from decider.processors.operate.stuck import StuckWatcher
+from decider.stores.protocol import EventStore, Filter
+
+if TYPE_CHECKING:
+    from decider.processors.app.definition import App
+    from decider.processors.engine.base import Processor
+    from decider.processors.service.service import Service
+
+LAG_PAGE = 1000
+"""How many pending inputs of a processor a lag sample reads at most."""
+
+SAMPLE_EVERY = 1.0
+"""Seconds a sample is reused for: the instruments of one collection share one."""
+
+COUNTERS = ("handled", "carried_out", "fired", "parked", "skipped", "conflicts")
+"""The processors' counters exported as ``decider.processor.<name>``, where they have one."""
+
+GAUGES = ("in_flight", "backing_off")
+"""The processors' current values exported as ``decider.processor.<name>`` (the command
+pool's calls running, and commands waiting to retry)."""
+
+_PAGE = 1000
+_LOG = logging.getLogger(__name__)
+
+
+class InstanceCounts:
+    """How many instances of each workflow are in each status, from their lifecycle events
+    (``Began`` and the terminal ones), reading only what is new at each :meth:`update`.
+
+    Memory is a few counters per workflow, not per instance.
+    """
+
+    def __init__(self, store: EventStore, app: App) -> None:
+        self.store = store
+        self.app = app
+        terminal = tuple(s.value.capitalize() for s in Lifecycle if s.terminal)
+        self._filter = Filter(
+            stream_prefixes=tuple(streams.instance_prefix(w) for w in app.workflows),
+            event_types=("Began", *terminal),
+        )
+        self._position: int | None = None
+        self.counts: Counter[tuple[str, Lifecycle]] = Counter()
+
+    def update(self) -> Counter[tuple[str, Lifecycle]]:
+        """Read the lifecycle events since the last update; the counts by (workflow, status)."""
+        while page := self.store.read_all(self._position, _PAGE, self._filter):
+            for record in page:
+                owner = self.app.workflow_of_stream(record.stream)
+                status = lifecycle_of_type(record.type)
+                if owner is None or status is None:
+                    continue
+                name = owner.workflow.name
+                if status is not Lifecycle.RUNNING:
+                    self.counts[name, Lifecycle.RUNNING] -= 1
+                self.counts[name, status] += 1
+            self._position = page[-1].position
+            if len(page) < _PAGE:
+                break
+        return self.counts
+
+
+class _Sampler:
+    """One service's sampled values, computed at most once per :data:`SAMPLE_EVERY`."""
+
+    def __init__(self, service: Service) -> None:
+        self.instances = InstanceCounts(service.store, service.app)
+        self.stuck = StuckWatcher(service.store, service.app)
+        self.lags: dict[str, tuple[float, int]] = {}
+        self.instance_counts: Counter[tuple[str, Lifecycle]] = Counter()
+        self.stuck_counts: Counter[str] = Counter()
+        self._taken = -SAMPLE_EVERY
+        self._lock = threading.Lock()
+
+    def sample(self, service: Service) -> _Sampler:
+        with self._lock:
+            if time.monotonic() - self._taken >= SAMPLE_EVERY:
+                self._take(service)
+                self._taken = time.monotonic()
+        return self
+
+    def _take(self, service: Service) -> None:
+        now = datetime.now(UTC)
+        for processor in list(service.processors):
+            try:
+                self.lags[processor.name] = _lag(processor, service.store, now)
+            except Exception as exc:  # a store outage: the sample is skipped, not the scrape
+                _LOG.debug("no lag sample of %s: %r", processor.name, exc)
+        try:
+            self.instance_counts = Counter(self.instances.update())
+            if self.stuck.active:
+                self.stuck.poll()
+                self.stuck_counts = self.stuck.stuck_counts()
+        except Exception as exc:
+            _LOG.debug("no instance sample: %r", exc)
+
+
+def _lag(processor: Processor, store: EventStore, now: datetime) -> tuple[float, int]:
+    """(seconds, positions) ``processor`` is behind: the age of its oldest pending input, and
+    how far its newest pending input (of the first :data:`LAG_PAGE`) is past its position."""
+    position = processor.idle_position()
+    page = store.read_all(position, LAG_PAGE, processor.filter)
+    if not page:
+        return 0.0, 0
+    start = position if position is not None else page[0].position - 1
+    seconds = max(0.0, (now - page[0].recorded_at).total_seconds())
+    return seconds, page[-1].position - start
+
+
+_SERVICES: weakref.WeakKeyDictionary[Service, _Sampler] = weakref.WeakKeyDictionary()
+_SERVICES_LOCK = threading.Lock()
+
+
+def watch(service: Service) -> None:
+    """Export ``service``'s sampled metrics while it runs (called by ``Service.start``)."""
+    with _SERVICES_LOCK:
+        if service not in _SERVICES:
+            _SERVICES[service] = _Sampler(service)
+
+
+def _samples() -> list[tuple[Service, _Sampler]]:
+    with _SERVICES_LOCK:
+        watched = list(_SERVICES.items())
+    return [(service, sampler.sample(service)) for service, sampler in watched if service.running]
+
+
+# -- the observable instruments --------------------------------------------------------------
+
+
+def _lag_seconds(options: CallbackOptions) -> Iterable[Observation]:
+    for _, sampler in _samples():
+        for name, (seconds, _positions) in sampler.lags.items():
+            yield Observation(seconds, {"decider.processor": name})
+
+
+def _lag_positions(options: CallbackOptions) -> Iterable[Observation]:
+    for _, sampler in _samples():
+        for name, (_seconds, positions) in sampler.lags.items():
+            yield Observation(positions, {"decider.processor": name})
+
+
+def _counter(attribute: str) -> Callable[[CallbackOptions], Iterable[Observation]]:
+    def observe(options: CallbackOptions) -> Iterable[Observation]:
+        totals: Counter[str] = Counter()
+        with _SERVICES_LOCK:
+            services = [s for s in _SERVICES if s.running]
+        for service in services:
+            for processor in list(service.processors):
+                value = getattr(processor, attribute, None)
+                if isinstance(value, int):
+                    totals[processor.name] += value
+        for name, total in totals.items():
+            yield Observation(total, {"decider.processor": name})
+
+    return observe
+
+
+def _caches() -> Iterator[tuple[str, int, int]]:
+    with _SERVICES_LOCK:
+        services = [s for s in _SERVICES if s.running]
+    for service in services:
+        for processor in list(service.processors):
+            cache: Any = getattr(processor, "cache", None)
+            if cache is not None:
+                yield processor.name, cache.hits, cache.misses
+
+
+def _cache_hits(options: CallbackOptions) -> Iterable[Observation]:
+    for name, hits, _ in _caches():
+        yield Observation(hits, {"decider.processor": name})
+
+
+def _cache_misses(options: CallbackOptions) -> Iterable[Observation]:
+    for name, _, misses in _caches():
+        yield Observation(misses, {"decider.processor": name})
+
+
+def _cache_ratio(options: CallbackOptions) -> Iterable[Observation]:
+    for name, hits, misses in _caches():
+        if hits + misses:
+            yield Observation(hits / (hits + misses), {"decider.processor": name})
+
+
+def _instances(options: CallbackOptions) -> Iterable[Observation]:
+    for _, sampler in _samples():
+        for (workflow, status), count in sampler.instance_counts.items():
+            yield Observation(count, {"decider.workflow": workflow, "decider.status": status.value})
+
+
+def _stuck(options: CallbackOptions) -> Iterable[Observation]:
+    for service, sampler in _samples():
+        if not sampler.stuck.active:
+            continue
+        for registration in service.app.workflows.values():
+            if registration.progress_within is not None:
+                name = registration.workflow.name
+                yield Observation(sampler.stuck_counts[name], {"decider.workflow": name})
+
+
+_METER = metrics.get_meter(SCOPE)
+_METER.create_observable_gauge(
+    "decider.processor.lag",
+    [_lag_seconds],
+    unit="s",
+    description="Age of the oldest input the processor has not concluded (0: caught up).",
+)
+_METER.create_observable_gauge(
+    "decider.processor.lag.positions",
+    [_lag_positions],
+    unit="{position}",
+    description="Log positions from the checkpoint to the newest pending input (0: caught up).",
+)
+for _name in COUNTERS:
+    _METER.create_observable_counter(
+        f"decider.processor.{_name}",
+        [_counter(_name)],
+        description=f"The processors' {_name.replace('_', ' ')} count.",
+    )
+for _name in GAUGES:
+    _METER.create_observable_gauge(
+        f"decider.processor.{_name}",
+        [_counter(_name)],
+        unit="{command}",
+        description=f"The processors' commands {_name.replace('_', ' ')} now.",
+    )
+_METER.create_observable_counter(
+    "decider.cache.hits", [_cache_hits], description="Instance cache hits."
+)
+_METER.create_observable_counter(
+    "decider.cache.misses", [_cache_misses], description="Instance cache misses."
+)
+_METER.create_observable_gauge(
+    "decider.cache.hit_ratio", [_cache_ratio], unit="1", description="Instance cache hit ratio."
+)
+_METER.create_observable_gauge(
+    "decider.instances",
+    [_instances],
+    unit="{instance}",
+    description="Instances by workflow and status (sampled).",
+)
+_METER.create_observable_gauge(
+    "decider.instances.stuck",
+    [_stuck],
+    unit="{instance}",
+    description="Running instances without an event for longer than progress_within.",
+)
+
+
+# -- the Prometheus endpoint -----------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def endpoint(port: int | None, host: str = "127.0.0.1") -> Iterator[int | None]:
+    """While the block runs, serve every metric for Prometheus at
+    ``http://<host>:<port>/metrics`` (port 0: a free one); yields the port served (``None``
+    when ``port`` is ``None``: nothing is served).
+
+    Sets the global OpenTelemetry ``MeterProvider`` (one with a Prometheus reader). Raises
+    :class:`ValueError` naming what is wrong: the ``metrics`` extra is not installed, the
+    port is out of range or taken, or a ``MeterProvider`` was set already (export through
+    that one's readers instead).
+    """
+    if port is None:
+        yield None
+        return
+    if not 0 <= port <= 65535:
+        raise ValueError(f"the metrics port must be between 0 and 65535, got {port}")
+    try:
+        import prometheus_client
+        from opentelemetry.exporter.prometheus import PrometheusMetricReader
+        from opentelemetry.sdk.metrics import MeterProvider
+    except ImportError as exc:
+        raise ValueError(
+            f"serving metrics needs the 'metrics' extra: pip install "
+            f"'decider-workflows[metrics]' ({exc.name} is missing)"
+        ) from None
+    provider = MeterProvider(metric_readers=[PrometheusMetricReader()])
+    metrics.set_meter_provider(provider)
+    if metrics.get_meter_provider() is not provider:
+        provider.shutdown()
+        raise ValueError(
+            "an OpenTelemetry MeterProvider is set already: add a Prometheus reader to it "
+            "instead of --metrics-port"
+        )
+    try:
+        server, thread = prometheus_client.start_http_server(port, addr=host)
+    except OSError as exc:
+        provider.shutdown()
+        raise ValueError(
+            f"cannot serve metrics on port {port} of {host} ({exc.strerror})"
+        ) from None
+    try:
+        yield int(server.server_port)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+        provider.shutdown()

@@ -1,0 +1,1 @@
+"""The timer processor: ``Scheduled`` events come back to their workflow when due."""

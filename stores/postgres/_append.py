@@ -1,0 +1,234 @@
+"""The PostgreSQL store's append, inside a write transaction (no lock: a concurrent writer of the
+same stream makes the insert fail on the ``(stream, revision)`` key, and the store retries the
+transaction, which then sees the winner's events).
+
+One stream's append reads the stream's last revision, takes the fast path when the expectation
+is plainly met (the exact revision, or ``NO_STREAM`` on a missing stream) and otherwise applies
+the shared idempotency rule (:mod:`decider.stores._expectations`), then inserts. A batch
+(:func:`read_ahead`) reads every stream's last revision, and which ids of its ``ANY`` /
+``EXISTS`` appends are stored, in two round trips whatever its size, so its inserts go down the
+pipeline without waiting for each other.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+
+import attrs
+import psycopg
+from psycopg.rows import TupleRow
+
+from decider.stores._expectations import Stored, plan_append
+from decider.stores.postgres._sql import MAX_EVENTS_PER_TRANSACTION, Statements
+from decider.stores.protocol import (
+    ANY,
+    EXISTS,
+    NO_STREAM,
+    AppendResult,
+    ExpectedRevision,
+    NewEvent,
+    StreamAppend,
+)
+
+Connection = psycopg.Connection[TupleRow]
+
+
+@attrs.define
+class Batch:
+    """What a batch's transaction read ahead, kept up to date as its appends write."""
+
+    lasts: dict[str, int | None]
+    """Each stream's last revision (``None``: no stream)."""
+    stored_ids: dict[str, dict[uuid.UUID, Stored]]
+    """For the streams of appends without a revision: which of their ids were stored."""
+    written: set[tuple[str, uuid.UUID]] = attrs.Factory(set)
+    """The (stream, id) pairs this batch has written so far."""
+    index: int = 0
+    """The index in the transaction of the next event written (the low bits of its position)."""
+
+
+def read_ahead(sql: Statements, connection: Connection, appends: Sequence[StreamAppend]) -> Batch:
+    """What a batch's appends need to know, read in two round trips whatever their number:
+    every stream's last revision, and which of the ids of the appends that name no revision
+    (``ANY``, ``EXISTS``) are stored already. The inserts then go down the pipeline without
+    waiting for each other."""
+    streams = list(dict.fromkeys(a.stream for a in appends))
+    lasts: dict[str, int | None] = dict(
+        connection.execute(sql.last_revisions, (streams,)).fetchall()
+    )
+    probe = [
+        (a.stream, e.id)
+        for a in appends
+        if a.expected_revision is ANY or a.expected_revision is EXISTS
+        if lasts.get(a.stream) is not None
+        for e in a.events
+    ]
+    stored: dict[str, dict[uuid.UUID, Stored]] = {stream: {} for stream, _ in probe}
+    if probe:
+        rows = connection.execute(
+            sql.find_many, ([s for s, _ in probe], [i for _, i in probe])
+        ).fetchall()
+        # One row per pair, at its latest revision (an id stored twice counts there).
+        for stream, i, revision, position in rows:
+            stored[stream][i] = (i, revision, position)
+    return Batch(lasts, stored)
+
+
+def check_size(count: int) -> None:
+    """Refuse a transaction of more events than a position can index."""
+    if count > MAX_EVENTS_PER_TRANSACTION:
+        raise ValueError(
+            f"one transaction may write at most {MAX_EVENTS_PER_TRANSACTION} events, got {count}"
+        )
+
+
+def append_one(  # noqa: PLR0917
+    sql: Statements,
+    connection: Connection,
+    stream: str,
+    events: Sequence[NewEvent],
+    expected: ExpectedRevision,
+    now: datetime,
+    *,
+    batch: Batch | None = None,
+) -> Callable[[], AppendResult]:
+    """Check and write one stream's append inside the caller's write transaction; how to
+    read its result once the transaction has ended.
+
+    ``batch`` is what a batch read ahead in this transaction; it is kept up to date as this
+    append writes.
+    """
+    if batch is None or stream not in batch.lasts:
+        row = connection.execute(sql.last_revision, (stream,)).fetchone()
+        last: int | None = None if row is None else row[0]
+    else:
+        last = batch.lasts[stream]
+    if type(expected) is int:
+        plainly_met = expected == last
+    else:
+        plainly_met = expected is NO_STREAM and last is None
+    if not plainly_met:
+        already = _plan(sql, connection, stream, events, expected, last, batch=batch)
+        if already is not None:
+            return lambda: already
+    first = 0 if last is None else last + 1
+    revision = first + len(events) - 1
+    index = 0
+    if batch is not None:
+        batch.lasts[stream] = revision
+        batch.written.update((stream, e.id) for e in events)
+        index = batch.index
+        batch.index += len(events)
+    if len(events) == 1:
+        [e] = events
+        values = (index, stream, first, e.id, e.type, e.data, e.metadata, now)
+        written = connection.execute(sql.insert_one, values)
+    else:
+        written = connection.execute(
+            sql.insert_many,
+            (
+                index,
+                stream,
+                now,
+                list(range(first, first + len(events))),
+                [e.id for e in events],
+                [e.type for e in events],
+                [e.data for e in events],
+                [e.metadata for e in events],
+            ),
+        )
+    return lambda: AppendResult(next_expected_revision=revision, position=one_row(written)[0])
+
+
+def append_if_plain(
+    sql: Statements,
+    connection: Connection,
+    stream: str,
+    events: Sequence[NewEvent],
+    expected: ExpectedRevision,
+    *,
+    now: datetime,
+) -> AppendResult | None:
+    """The whole append in one statement, in autocommit mode (one round trip, its own
+    transaction), if its expectation is plainly met (the exact revision, or ``NO_STREAM`` on a
+    missing stream); ``None`` (nothing written) otherwise, for the caller's full path.
+
+    Raises ``psycopg.errors.UniqueViolation`` when a concurrent writer took the revision
+    first: nothing is written, and the full path decides (idempotent or a conflict).
+    """
+    if type(expected) is int:
+        last = expected
+    elif expected is NO_STREAM:
+        last = -1
+    else:
+        return None
+    first = last + 1
+    if len(events) == 1:
+        [e] = events
+        values = (stream, first, e.id, e.type, e.data, e.metadata, now, stream, last)
+        rows = connection.execute(sql.append_one_if, values).fetchall()
+    else:
+        params = (
+            stream,
+            now,
+            list(range(first, first + len(events))),
+            [e.id for e in events],
+            [e.type for e in events],
+            [e.data for e in events],
+            [e.metadata for e in events],
+            stream,
+            last,
+        )
+        rows = connection.execute(sql.append_if, params).fetchall()
+    if not rows:
+        return None
+    return AppendResult(next_expected_revision=last + len(events), position=rows[0][0])
+
+
+def _plan(  # noqa: PLR0917
+    sql: Statements,
+    connection: Connection,
+    stream: str,
+    events: Sequence[NewEvent],
+    expected: ExpectedRevision,
+    last: int | None,
+    *,
+    batch: Batch | None,
+) -> AppendResult | None:
+    """The slow path of an append whose expectation is not plainly met: idempotency or
+    conflict."""
+    known = None if batch is None else batch.stored_ids.get(stream)
+
+    def read_range(first: int, count: int) -> list[Stored]:
+        rows = connection.execute(sql.range, (stream, first, count)).fetchall()
+        return [(i, revision, position) for i, revision, position in rows]
+
+    def find_ids(ids: Sequence[uuid.UUID]) -> Mapping[uuid.UUID, Stored]:
+        # What the batch read ahead holds, unless the batch itself wrote one of the ids.
+        if (
+            known is not None
+            and batch is not None
+            and not any((stream, i) in batch.written for i in ids)
+        ):
+            return {i: known[i] for i in ids if i in known}
+        # Planned for this stream each time (not prepared): a generic plan takes every stream
+        # for a short one and reads a long shared stream whole (see _sql.find_ids).
+        rows = connection.execute(sql.find_ids, (stream, list(ids)), prepare=False).fetchall()
+        # One row per id, at its latest revision (an id stored twice counts there).
+        found: dict[uuid.UUID, Stored] = {}
+        for i, revision, position in rows:
+            if i not in found or revision > found[i][1]:
+                found[i] = (i, revision, position)
+        return found
+
+    return plan_append(
+        stream, expected, last, [e.id for e in events], read_range=read_range, find_ids=find_ids
+    )
+
+
+def one_row(cursor: psycopg.Cursor[TupleRow]) -> TupleRow:
+    """The single row of a statement that returns exactly one."""
+    [row] = cursor.fetchall()
+    return row

@@ -1,0 +1,336 @@
+"""The PostgreSQL store's schema, statements, filter translation and row decoding.
+
+Every statement names its tables with the store's schema (quoted), so a store never depends on
+the connection's ``search_path``. :class:`Statements` builds them once per store.
+
+Positions (see :mod:`decider.stores.postgres.store`, "Ordering"): an event's position is its
+transaction's id shifted left by :data:`INDEX_BITS`, plus the event's index within that
+transaction; readers read below :data:`HORIZON`, the first position any transaction still in
+flight could write.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import uuid
+import zlib
+from datetime import UTC, datetime
+
+import attrs
+from psycopg import sql as pgsql
+
+from decider.stores.postgres._leases import LeaseStatements
+from decider.stores.postgres._leases import table as lease_table
+from decider.stores.protocol import Filter, RecordedEvent
+
+LOCK_CLASS = 0x6465_6369  # "deci": the first key of the store's advisory locks
+"""The first key of the advisory lock that serialises creating or migrating a schema; the second
+is the schema's CRC-32. Appends take no lock."""
+
+INDEX_BITS = 20
+"""The low bits of a position: the event's index within its transaction (up to 2**20 events)."""
+
+MAX_EVENTS_PER_TRANSACTION = 1 << INDEX_BITS
+"""The most events one append or append_batch may write (the index must fit its bits)."""
+
+_XID = "pg_current_xact_id()::text::bigint"
+POSITION = f"({_XID} << {INDEX_BITS})"
+"""The first position of the current transaction (assigns it an id if it has none)."""
+
+HORIZON = f"(pg_snapshot_xmin(pg_current_snapshot())::text::bigint << {INDEX_BITS})"
+"""The first position a transaction still in flight may hold: every row below it is committed
+(or rolled back) for good, so a reader that reads only below it never skips a late commit."""
+
+COLUMNS = "position, stream, revision, event_id, type, data, metadata, recorded_at"
+
+Row = tuple[int, str, int, uuid.UUID, str, bytes, bytes, datetime]
+
+
+WAIT_CLASS = 0x6465_6378  # "decx": the first key of the locks write transactions hold
+"""The first key of the advisory lock each write transaction holds on its own id (the second
+key is the id's low 32 bits), for committed appends to wait on."""
+
+
+def _lock_key_sql(xid: str) -> str:
+    """The second key of transaction ``xid``'s lock (its low 32 bits as a signed int)."""
+    return f"(mod({xid}, 4294967296) - 2147483648)::int4"
+
+
+# The lock a write transaction holds on its own id until it ends (position >> INDEX_BITS).
+_LOCK_OWN = f"pg_advisory_xact_lock({WAIT_CLASS}, {_lock_key_sql(f'(position >> {INDEX_BITS})')})"
+
+
+def lock_key(schema: str) -> int:
+    """The second advisory-lock key of ``schema``: its CRC-32 as a signed 32-bit int.
+
+    Two schemas whose keys collide only share a lock (they serialise each other's creation);
+    correctness does not depend on the keys being distinct.
+    """
+    key = zlib.crc32(schema.encode())
+    return key - (1 << 32) if key >= 1 << 31 else key
+
+
+def channel(schema: str) -> str:
+    """The LISTEN/NOTIFY channel of ``schema``'s log (a hash: channel names are limited to 63
+    bytes, schema names may use all of them)."""
+    return "decider_log_" + hashlib.sha256(schema.encode()).hexdigest()[:20]
+
+
+@attrs.frozen
+class Statements:
+    """Every statement of one store, with its schema's tables."""
+
+    schema: str
+    tables_exist: str
+    create: str
+    migrate: str
+    last_revision: str
+    last_revisions: str
+    insert_one: str
+    insert_many: str
+    append_one_if: str
+    append_if: str
+    range: str
+    find_ids: str
+    find_many: str
+    read_stream: str
+    head: str
+    held_back: str
+    notify: str
+    wait_older: str
+    oldest_xid: str
+    load_checkpoint: str
+    save_checkpoint: str
+    channel: str
+    leases: LeaseStatements
+
+    @classmethod
+    def for_schema(cls, schema: str) -> Statements:
+        """The statements of the store in ``schema``."""
+        s = pgsql.Identifier(schema).as_string(None)
+        events, checkpoints, leases = f"{s}.events", f"{s}.checkpoints", f"{s}.leases"
+        lock = f"pg_advisory_xact_lock({LOCK_CLASS}, {lock_key(schema)})"
+        # Run as one simple-protocol script: a failure aborts the rest, and the caller rolls
+        # back. The lock keeps two processes that open the store at once from racing on the
+        # catalogue (CREATE ... IF NOT EXISTS is not safe against a concurrent CREATE).
+        create = f"""
+BEGIN;
+SET LOCAL client_min_messages = warning;
+SELECT {lock};
+CREATE SCHEMA IF NOT EXISTS {s};
+CREATE TABLE IF NOT EXISTS {events} (
+    -- (transaction id << INDEX_BITS) + index in the transaction: see decider.stores.postgres.store.
+    position    bigint      PRIMARY KEY,
+    stream      text        NOT NULL,
+    revision    bigint      NOT NULL,
+    event_id    uuid        NOT NULL,
+    type        text        NOT NULL,
+    data        bytea       NOT NULL,
+    metadata    bytea       NOT NULL,
+    recorded_at timestamptz NOT NULL,
+    UNIQUE (stream, revision)  -- the revision check's index, and a last line of defence
+);
+-- Finds a stream's stored ids for the idempotency check of ANY / EXISTS appends.
+CREATE INDEX IF NOT EXISTS events_by_stream_id ON {events} (stream, event_id);
+CREATE TABLE IF NOT EXISTS {checkpoints} (
+    name     text   PRIMARY KEY,
+    position bigint NOT NULL
+);
+{lease_table(leases)}
+COMMIT;
+"""
+        # A schema written by a version that drew positions from an identity column under a
+        # schema-wide lock: drop the identity (positions now come from transaction ids, all
+        # above the old ones; checked first) and add the indexes this version reads with.
+        migrate = f"""
+BEGIN;
+SET LOCAL client_min_messages = warning;
+SELECT {lock};
+DO $migrate$
+BEGIN
+    IF (SELECT coalesce(max(position), 0) FROM {events}) >= {POSITION} THEN
+        RAISE EXCEPTION 'cannot migrate {events}: its positions reach the new ones';
+    END IF;
+END
+$migrate$;
+ALTER TABLE {events} ALTER COLUMN position DROP IDENTITY IF EXISTS;
+{lease_table(leases)}
+COMMIT;
+"""
+        return cls(
+            schema=schema,
+            # (tables exist, the events table is of the old kind that needs migrate)
+            tables_exist=(
+                f"SELECT to_regclass({_literal(events)}) IS NOT NULL"
+                f" AND to_regclass({_literal(checkpoints)}) IS NOT NULL"
+                f" AND to_regclass({_literal(leases)}) IS NOT NULL,"
+                " EXISTS (SELECT FROM pg_attribute WHERE"
+                f" attrelid = to_regclass({_literal(events)}) AND attname = 'position'"
+                " AND attidentity <> '')"
+            ),
+            create=create,
+            migrate=migrate,
+            last_revision=(
+                f"SELECT revision FROM {events} WHERE stream = %s ORDER BY revision DESC LIMIT 1"
+            ),
+            # A batch's streams in one round trip, each by a backward scan of its index.
+            last_revisions=(
+                "SELECT s.stream, (SELECT e.revision FROM"
+                f" {events} AS e WHERE e.stream = s.stream ORDER BY e.revision DESC LIMIT 1)"
+                " FROM unnest(%s::text[]) AS s (stream)"
+            ),
+            # Parameters: the event's index in the transaction, then the row.
+            # Each insert also takes the lock of its transaction's id (see wait_older).
+            insert_one=(
+                f"WITH written AS (INSERT INTO {events}"
+                " (position, stream, revision, event_id, type, data, metadata, recorded_at)"
+                f" VALUES ({POSITION} + %s, %s, %s, %s, %s, %s, %s, %s) RETURNING position)"
+                f" SELECT position, {_LOCK_OWN} FROM written"
+            ),
+            # Several rows go in as arrays (one statement, whatever the count) and get their
+            # positions in the order given. Dumping the arrays costs more than a plain VALUES,
+            # so a one-event append (the common case) uses insert_one.
+            # Parameters: the first event's index in the transaction, stream, time, arrays.
+            insert_many=(
+                f"WITH written AS (INSERT INTO {events}"
+                " (position, stream, revision, event_id, type, data, metadata, recorded_at)"
+                f" SELECT {POSITION} + %s + e.n - 1, %s, e.revision, e.event_id, e.type,"
+                " e.data, e.metadata, %s"
+                " FROM unnest(%s::bigint[], %s::uuid[], %s::text[], %s::bytea[], %s::bytea[])"
+                " WITH ORDINALITY AS e (revision, event_id, type, data, metadata, n)"
+                " RETURNING position)"
+                f" SELECT position, {_LOCK_OWN} FROM (SELECT max(position) AS position"
+                " FROM written) AS w"
+            ),
+            # A whole append in one statement (its own transaction, one round trip): the rows
+            # go in only if the stream's last revision is the one expected (-1: no stream);
+            # no row back means "not plainly met", and the caller takes the full path.
+            # Parameters: stream, time, the arrays as for insert_many, then the stream and
+            # the expected last revision again.
+            # The same for one event: parameters the row as for insert_one (no index), then the
+            # stream and the expected last revision.
+            append_one_if=(
+                f"WITH written AS (INSERT INTO {events}"
+                " (position, stream, revision, event_id, type, data, metadata, recorded_at)"
+                f" SELECT {POSITION}, %s, %s, %s, %s, %s, %s, %s"
+                f" WHERE coalesce((SELECT revision FROM {events} WHERE stream = %s"
+                " ORDER BY revision DESC LIMIT 1), -1) = %s"
+                " RETURNING position)"
+                f" SELECT position, {_LOCK_OWN} FROM written"
+            ),
+            append_if=(
+                f"WITH written AS (INSERT INTO {events}"
+                " (position, stream, revision, event_id, type, data, metadata, recorded_at)"
+                f" SELECT {POSITION} + e.n - 1, %s, e.revision, e.event_id, e.type,"
+                " e.data, e.metadata, %s"
+                " FROM unnest(%s::bigint[], %s::uuid[], %s::text[], %s::bytea[], %s::bytea[])"
+                " WITH ORDINALITY AS e (revision, event_id, type, data, metadata, n)"
+                f" WHERE coalesce((SELECT revision FROM {events} WHERE stream = %s"
+                " ORDER BY revision DESC LIMIT 1), -1) = %s"
+                " RETURNING position)"
+                f" SELECT position, {_LOCK_OWN} FROM (SELECT max(position) AS position"
+                " FROM written) AS w WHERE position IS NOT NULL"
+            ),
+            notify=f"SELECT pg_notify({_literal(channel(schema))}, '')",
+            # Waits for the appends (of any store) older than transaction %s still in flight.
+            wait_older=(
+                f"SELECT count(pg_advisory_xact_lock_shared({WAIT_CLASS}, {_lock_key_sql('x')}))"
+                " FROM (SELECT x::text::bigint AS x"
+                " FROM pg_snapshot_xip(pg_current_snapshot()) AS u (x)) AS t"
+                " WHERE x < %s"
+            ),
+            oldest_xid="SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint",
+            range=(
+                f"SELECT event_id, revision, position FROM {events}"
+                " WHERE stream = %s AND revision >= %s ORDER BY revision LIMIT %s"
+            ),
+            # Run unprepared: a generic plan estimates any stream as short (rows / streams) and
+            # scans the stream's rows by the (stream, revision) index, filtering the ids: on a
+            # long shared stream (the traffic fines' ``fines``) that read grew with the log, at
+            # 600 blocks a call for N=30,000. A custom plan knows the stream is long and probes
+            # the (stream, event_id) index per id. Callers key the rows by id: no ORDER BY.
+            find_ids=(
+                f"SELECT event_id, revision, position FROM {events}"
+                " WHERE stream = %s AND event_id = ANY(%s::uuid[])"
+            ),
+            # Several streams' ids at once: (stream, id) pairs as two parallel arrays, each
+            # probed in the (stream, event_id) index for its latest revision. The LIMIT keeps
+            # the probe a correlated subquery: a plain join (or a LATERAL the planner flattens
+            # into one) is planned while the table is small as a hash join over a full scan,
+            # and a prepared statement keeps that plan as the table grows.
+            find_many=(
+                "SELECT p.stream, p.event_id, e.revision, e.position"
+                " FROM unnest(%s::text[], %s::uuid[]) AS p (stream, event_id)"
+                " CROSS JOIN LATERAL (SELECT x.revision, x.position FROM"
+                f" {events} AS x WHERE x.stream = p.stream AND x.event_id = p.event_id"
+                " ORDER BY x.revision DESC LIMIT 1) AS e"
+            ),
+            read_stream=(
+                f"SELECT {COLUMNS} FROM {events}"
+                " WHERE stream = %s AND revision >= %s ORDER BY revision LIMIT %s"
+            ),
+            # The last readable position: a backward walk of the primary key from the horizon.
+            head=f"SELECT max(position) FROM {events} WHERE position < {HORIZON}",
+            # Whether a committed row waits behind a transaction still in flight.
+            # (max() walks the primary key from its end; an EXISTS is planned as a full scan
+            # while the table is small.)
+            held_back=f"SELECT coalesce((SELECT max(position) FROM {events}) >= {HORIZON}, false)",
+            load_checkpoint=f"SELECT position FROM {checkpoints} WHERE name = %s",
+            save_checkpoint=(
+                f"INSERT INTO {checkpoints} (name, position) VALUES (%s, %s)"
+                " ON CONFLICT (name) DO UPDATE SET position = excluded.position"
+            ),
+            channel=channel(schema),
+            leases=LeaseStatements.for_table(leases),
+        )
+
+
+@functools.lru_cache(maxsize=256)
+def read_all_sql(schema: str, filter: Filter) -> tuple[str, tuple[object, ...]]:
+    """The read_all statement for ``filter`` in ``schema``, and its filter parameters.
+
+    Parameters: ``after_position``, then the returned ones, then ``limit`` (``NULL``: none).
+    """
+    clauses = ["position > %s", f"position < {HORIZON}"]
+    params: list[object] = []
+    if not filter.include_system:
+        clauses.append("NOT starts_with(stream, '$') AND NOT starts_with(type, '$')")
+    if filter.stream_prefixes:
+        clauses.append(_prefixes("stream", filter.stream_prefixes, params))
+    if filter.event_types or filter.event_type_prefixes:
+        options = []
+        if filter.event_types:
+            options.append("type = ANY(%s::text[])")
+            params.append(list(filter.event_types))
+        if filter.event_type_prefixes:
+            options.append(_prefixes("type", filter.event_type_prefixes, params))
+        clauses.append("(" + " OR ".join(options) + ")")
+    where = " AND ".join(clauses)
+    table = pgsql.Identifier(schema).as_string(None) + ".events"
+    statement = f"SELECT {COLUMNS} FROM {table} WHERE {where} ORDER BY position LIMIT %s"
+    return statement, tuple(params)
+
+
+def _literal(text: str) -> str:
+    return pgsql.Literal(text).as_string(None)
+
+
+def _prefixes(column: str, prefixes: tuple[str, ...], params: list[object]) -> str:
+    params.extend(prefixes)
+    return "(" + " OR ".join(f"starts_with({column}, %s)" for _ in prefixes) + ")"
+
+
+def decode(row: Row) -> RecordedEvent:
+    """A stored row as a :class:`RecordedEvent` (``recorded_at`` in UTC)."""
+    position, stream, revision, event_id, event_type, data, metadata, recorded_at = row
+    return RecordedEvent(
+        id=event_id,
+        type=event_type,
+        data=bytes(data),
+        metadata=bytes(metadata),
+        stream=stream,
+        revision=revision,
+        position=position,
+        recorded_at=recorded_at.astimezone(UTC),
+    )

@@ -1,0 +1,84 @@
+"""The PostgreSQL store's two kinds of transaction against the horizon (see
+:mod:`decider.stores.postgres.store`, "Ordering"): a write transaction, run again when it loses the
+race for a stream's next revision, and a read of the log that sees this store's own writes
+(it waits on the older write transactions still in flight)."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg.rows import TupleRow
+
+from decider.stores._connections import ThreadConnections
+from decider.stores.errors import StoreUnavailable
+from decider.stores.postgres._append import one_row
+from decider.stores.postgres._connect import roll_back
+from decider.stores.postgres._sql import Statements
+
+_T = TypeVar("_T")
+_Connection = psycopg.Connection[TupleRow]
+Using = Callable[[], AbstractContextManager[_Connection]]
+"""A store's ``_using``: this thread's connection, held, with psycopg's errors mapped."""
+
+_FIRST_DELAY = 0.0002  # seconds between a read's looks at the horizon, doubling...
+_MAX_DELAY = 0.005  # ...up to this
+_MAX_RACES = 1000  # an ANY append racing writers of one stream; each lost race is one's win
+# Pipeline mode needs libpq 14+ (psycopg[binary] bundles one); without it the same statements
+# go one round trip each.
+_PIPELINE = psycopg.Pipeline.is_supported()
+
+
+def write_transaction(
+    using: Using,
+    connections: ThreadConnections[_Connection],
+    body: Callable[[_Connection], Callable[[], _T]],
+    name: str,
+) -> _T:
+    """Run ``body`` in a write transaction (pipeline mode); what its result reader returns
+    once the transaction ends. A transaction that loses a race for a stream's next revision
+    is rolled back and run again on a new connection (see ``PostgresEventStore._write``)."""
+    for _ in range(_MAX_RACES):
+        with using() as connection:
+            try:
+                with connection.pipeline() if _PIPELINE else contextlib.nullcontext():
+                    connection.execute("BEGIN")
+                    finish = body(connection)
+                    connection.execute("COMMIT")
+            except psycopg.errors.UniqueViolation:
+                # A new connection: psycopg's cache of prepared statements may believe in
+                # one whose preparation the failed pipeline skipped.
+                connections.drop(connections.get())
+                connection.close()
+                continue
+            except BaseException:
+                roll_back(connection)
+                raise
+            return finish()
+    raise StoreUnavailable(
+        f"PostgreSQL {name}: an append lost {_MAX_RACES} races in a row for a stream's"
+        " next revision"
+    )
+
+
+def read_below_horizon(
+    using: Using, sql: Statements, written: int, statement: str, params: tuple[object, ...]
+) -> list[Any]:
+    """Run one read of the log once the horizon has passed transaction ``written`` (the
+    store's last write), waiting on the locks of the older write transactions still in flight
+    and looking again after a short, growing delay while another transaction keeps it back."""
+    delay = _FIRST_DELAY
+    with using() as connection:
+        while True:
+            with connection.pipeline() if _PIPELINE else contextlib.nullcontext():
+                connection.execute(sql.wait_older, (written,))
+                oldest = connection.execute(sql.oldest_xid)
+                rows = connection.execute(statement, params)
+            if one_row(oldest)[0] > written:
+                return rows.fetchall()
+            time.sleep(delay)
+            delay = min(delay * 2, _MAX_DELAY)

@@ -1,0 +1,535 @@
+"""The PostgreSQL event store: psycopg 3, several threads and processes on one database.
+
+Ordering. Writers run in parallel, and a reader of the log never skips a late commit. A plain
+sequence would not do that: numbers are handed out in the order transactions *ask*, not the
+order they *commit*, so a reader could see position 11 committed while 10 is still in flight,
+move past 11, and never see 10. Instead an event's position is its transaction's id
+(``pg_current_xact_id()``, 64 bits, never wraps) shifted left by 20 bits, plus the event's
+index within the transaction; and readers read only positions below the *horizon*, the oldest
+transaction still in flight (``pg_snapshot_xmin(pg_current_snapshot())``) shifted the same way.
+Every transaction below the horizon has ended, and a new one gets an id at or above it, so the
+rows below the horizon are a closed set that no later commit adds to: reading it in position
+order never skips. (A plain identity position with the same horizon filter is *not* safe: two
+transactions may draw identities in the opposite order to their ids; the ordering test shows a
+reader missing events that way.) Positions have gaps, which the protocol allows.
+
+The price: a committed event becomes readable only once every transaction that started before
+it *and holds a transaction id* has ended, in any database of the cluster.
+
+WARNING: a long transaction that writes anything (or an idle-in-transaction session, or a
+forgotten ``PREPARE TRANSACTION``) anywhere on the server holds back every reader of every
+store until it ends. Set ``idle_in_transaction_session_timeout`` (and ``transaction_timeout``
+on PostgreSQL 17+) on the server, and watch ``pg_stat_activity.backend_xid`` ages.
+
+WARNING: positions come from transaction ids: a logical dump restored into another cluster
+restarts them lower, so after a restore start readers from scratch or keep the old cluster's
+id counter ahead (``pg_resetwal -x``). One transaction writes at most 2**20 events, and ids
+must stay below 2**43 (eight trillion transactions).
+
+Appends to one stream conflict on its ``(stream, revision)`` key: a writer whose insert loses
+that race retries its whole transaction, which then sees the winner's events and applies the
+expected-revision rule as usual. An append returns at its commit, without waiting for older
+transactions. A read of the log through a store sees every append that store completed before
+it (read your writes): each write transaction holds an advisory lock on its own id until it
+ends, and a read waits on the locks of the transactions older than the store's last append
+that are still in flight (re-reading the horizon every few ms while an older transaction that
+is not an append runs). Another process sees an append once those older transactions end. An
+append whose expectation is plainly met (an exact revision, ``NO_STREAM`` on a new stream) is
+one statement in its own transaction, one round trip: the insert, only if the stream's last
+revision is the one expected, and the lock on the transaction's id. Any other append (or one
+that lost the race for its revision) takes two round trips (pipeline mode): ``BEGIN`` and the
+stream's last revision; then the expected-revision rule, the insert and ``COMMIT``.
+
+Schemas written by an older version (positions from an identity column under a schema-wide
+advisory lock) are migrated on open: the identity is dropped, nothing is rewritten, old
+positions stay valid and every new one is higher. Stop the processes of the old version first:
+their appends would fail (they give no position).
+
+Durability. ``synchronous_commit`` is PostgreSQL's setting, for this store's connections:
+
+- ``"on"`` (default): a commit returns once its WAL is flushed to disk (and to synchronous
+  standbys, if any); a committed append survives a crash of the server or the machine;
+- ``"remote_apply"``, ``"remote_write"``, ``"local"``: the replication variants, as PostgreSQL
+  defines them;
+- ``"off"``: a commit returns before its WAL is flushed; a crash of the server may lose the last
+  commits (by default up to about 0.6 s of them), but the database stays consistent.
+
+WARNING: durability also depends on the server (``fsync`` must be on).
+
+Subscriptions. After its commits a store sends a ``NOTIFY`` on its schema's channel, coalesced
+and outside the appending transaction (:mod:`decider.stores.postgres._notify` says why); a
+store's first subscription starts one thread that ``LISTEN``s and wakes the waiting
+subscriptions (:mod:`decider.stores.postgres._listen`): other processes' appends arrive within a
+round trip or two, and this store's own at once.
+
+Threads and processes. Each thread has its own connection (closed when the thread ends or the
+store closes); each process opens its own store. The schema and tables are created on open if
+missing (or migrated), under an advisory lock, so two processes may open a new schema at once.
+
+WARNING: open the store after forking, never before: a connection must not cross a fork.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from datetime import UTC, datetime
+from typing import Any, ClassVar, TypeVar
+
+import psycopg
+from psycopg.rows import TupleRow
+
+from decider.stores._connections import ThreadConnections
+from decider.stores._expectations import check_read_args, validate_append
+from decider.stores.errors import StoreError
+from decider.stores.leases import Lease, batch_checkpoints, batch_leases, check_ttl
+from decider.stores.names import CHECKPOINT, POSTGRES, NameRules
+from decider.stores.postgres import _leases as lease_rows
+from decider.stores.postgres._append import (
+    append_if_plain,
+    append_one,
+    check_size,
+    one_row,
+    read_ahead,
+)
+from decider.stores.postgres._connect import (
+    DEFAULT_CONNECT_TIMEOUT,
+    SYNCHRONOUS_COMMIT_LEVELS,
+    connect_options,
+    describe,
+    roll_back,
+    store_error,
+)
+from decider.stores.postgres._listen import NotifyListener
+from decider.stores.postgres._notify import CommitAnnouncer
+from decider.stores.postgres._snapshots import PostgresSnapshots
+from decider.stores.postgres._sql import INDEX_BITS, Statements, decode, read_all_sql
+from decider.stores.postgres._state import PostgresStates
+from decider.stores.postgres._transactions import read_below_horizon, write_transaction
+from decider.stores.protocol import (
+    ALL,
+    AppendResult,
+    ExpectedRevision,
+    Filter,
+    NewEvent,
+    RecordedEvent,
+    Snapshot,
+    StateWrite,
+    StoredState,
+    StreamAppend,
+)
+from decider.stores.subscription import CatchUpSubscription, LogNotifier
+
+__all__ = ["DEFAULT_CONNECT_TIMEOUT", "SYNCHRONOUS_COMMIT_LEVELS", "PostgresEventStore"]
+
+_T = TypeVar("_T")
+_Connection = psycopg.Connection[TupleRow]
+
+
+class PostgresEventStore:
+    """An event store in one schema of a PostgreSQL database, safe for threads and processes.
+
+    Implements :class:`~decider.stores.protocol.EventStore`,
+    :class:`~decider.stores.protocol.CheckpointStore`,
+    :class:`~decider.stores.protocol.TransactionalStore`,
+    :class:`~decider.stores.leases.LeaseStore` (a lease table, the server's clock),
+    :class:`~decider.stores.protocol.SnapshotStore`,
+    :class:`~decider.stores.protocol.IdLookupStore` and
+    :class:`~decider.stores.protocol.StateStore`.
+    Appends are atomic and run in parallel; readers never skip a late commit;
+    ``synchronous_commit`` sets the durability of a commit (see the module docstring).
+    ``conninfo`` is anything libpq accepts (``postgresql://user@host:5432/db?sslmode=require``
+    or ``host=... dbname=...``). Opening connects, and creates the schema and its tables if
+    missing.
+    """
+
+    name_rules: ClassVar[NameRules] = POSTGRES
+    """The names this store holds (:mod:`decider.stores.names`); others raise
+    :class:`~decider.stores.errors.InvalidName` before anything is written or read."""
+
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        schema: str = "public",
+        synchronous_commit: str = "on",
+    ) -> None:
+        level, params, self._connect_kwargs = connect_options(conninfo, schema, synchronous_commit)
+        self._conninfo = conninfo
+        self.schema = schema
+        """The schema that holds this store's tables."""
+        self.synchronous_commit = level
+        """The ``synchronous_commit`` setting of this store's connections."""
+        self._name = describe(params, schema)
+        self._sql = Statements.for_schema(schema)
+        self._snapshots = PostgresSnapshots(schema)
+        self._states = PostgresStates(schema)
+        self._session = f"SET TIME ZONE 'UTC'; SET synchronous_commit TO {level}"
+        self._connections = ThreadConnections(
+            self._connect, lambda: StoreError(f"the PostgreSQL event store {self._name} is closed")
+        )
+        self._notifier = LogNotifier()
+        self._written = 0  # the id of this store's last write transaction (read your writes)
+        self._written_lock = threading.Lock()
+        self._announcer = CommitAnnouncer(
+            self._connect, self._sql.notify, name=f"decider-pg-notify-{schema}"
+        )
+        self._listener: NotifyListener | None = None
+        self._listener_lock = threading.Lock()
+        try:
+            with self._using() as connection:
+                exists, old = one_row(connection.execute(self._sql.tables_exist))
+                script = self._sql.migrate if old else None if exists else self._sql.create
+                if script is not None:
+                    try:  # the script begins and commits its own transaction
+                        connection.execute(script)
+                    except BaseException:
+                        roll_back(connection)
+                        raise
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def name(self) -> str:
+        """The database and schema, as a URI without a password (used in error messages)."""
+        return self._name
+
+    def __repr__(self) -> str:
+        return f"PostgresEventStore({self._name!r})"
+
+    def append(
+        self, stream: str, events: Sequence[NewEvent], expected_revision: ExpectedRevision
+    ) -> AppendResult:
+        """Append ``events`` atomically if the stream is at ``expected_revision``.
+
+        Raises :class:`~decider.stores.errors.WrongExpectedVersion`, writing nothing, on a mismatch;
+        re-appending stored ids with the same expectation returns the stored result. The
+        append is durable as ``synchronous_commit`` says once this returns.
+        """
+        validate_append(len(events), expected_revision)
+        self.name_rules.check_append(stream, events)
+        check_size(len(events))
+        now = datetime.now(UTC)
+        result = self._append_plain(stream, events, expected_revision, now)
+        if result is None:
+            result = self._write(
+                lambda c: append_one(self._sql, c, stream, events, expected_revision, now)
+            )
+        self._wrote(result.position)
+        return result
+
+    def _append_plain(
+        self, stream: str, events: Sequence[NewEvent], expected: ExpectedRevision, now: datetime
+    ) -> AppendResult | None:
+        """The append as one statement (one round trip) when its expectation is plainly met;
+        ``None`` when it is not, or a concurrent writer won the revision: nothing was written,
+        and :meth:`_write`'s full path (idempotency, conflicts) decides."""
+        with self._using() as connection:
+            try:
+                result = append_if_plain(self._sql, connection, stream, events, expected, now=now)
+            except psycopg.errors.UniqueViolation:
+                return None
+        if result is not None:
+            self._notifier.notify()
+            self._announcer.announce()
+        return result
+
+    def append_batch(
+        self,
+        appends: Sequence[StreamAppend],
+        checkpoint: tuple[str, int] | None = None,
+        *,
+        lease: Lease | None = None,
+        checkpoints: Sequence[tuple[str, int]] = (),
+        leases: Sequence[Lease] = (),
+    ) -> list[AppendResult]:
+        """Apply every append and every checkpoint in one transaction: all of them, or none;
+        with leases (``lease`` and ``leases``), only while every one is still held (else
+        :class:`~decider.stores.leases.LeaseLost` naming the first lost); the check holds the
+        leases' rows against a takeover until the commit."""
+        fences = batch_leases(lease, leases)
+
+        def fence(connection: _Connection) -> None:
+            lease_rows.fence_all(self._sql.leases, connection, fences)
+
+        return self._commit_batch(appends, batch_checkpoints(checkpoint, checkpoints), fence)
+
+    def _commit_batch(
+        self,
+        appends: Sequence[StreamAppend],
+        checkpoints: Sequence[tuple[str, int]],
+        first: Callable[[_Connection], None],
+    ) -> list[AppendResult]:
+        """``first`` (a lease's fence, the state rows), every append and the checkpoint, in one
+        write transaction; what :meth:`append_batch` and :meth:`commit_states` share."""
+        for item in appends:
+            validate_append(len(item.events), item.expected_revision)
+            self.name_rules.check_append(item.stream, item.events)
+        for name, _ in checkpoints:
+            self.name_rules.check(CHECKPOINT, name)
+        check_size(sum(len(item.events) for item in appends))
+        now = datetime.now(UTC)
+
+        def body(connection: _Connection) -> Callable[[], list[AppendResult]]:
+            first(connection)
+            # One read-ahead for the whole batch: it also numbers the events of the
+            # transaction, so two appends never draw the same position.
+            batch = read_ahead(self._sql, connection, appends)
+            results = [
+                append_one(
+                    self._sql, connection, a.stream, a.events, a.expected_revision, now, batch=batch
+                )
+                for a in appends
+            ]
+            for saved in checkpoints:
+                connection.execute(self._sql.save_checkpoint, saved)
+            return lambda: [result() for result in results]
+
+        written = self._write(body)
+        if written:
+            self._wrote(max(result.position for result in written))
+        return written
+
+    def claim_lease(self, partition: str, owner: str, ttl: float) -> Lease | None:
+        """Take the lease on ``partition`` for ``ttl`` seconds of the server's clock (see
+        :class:`~decider.stores.leases.LeaseStore`); ``None`` if another owner holds it."""
+        check_ttl(ttl)
+        with self._using() as connection:
+            return lease_rows.claim(self._sql.leases, connection, partition, owner, ttl)
+
+    def renew_lease(self, lease: Lease, ttl: float) -> Lease:
+        """Extend ``lease`` by ``ttl`` seconds from now; ``LeaseLost`` if no longer held."""
+        check_ttl(ttl)
+        with self._using() as connection:
+            return lease_rows.renew(self._sql.leases, connection, lease, ttl)
+
+    def release_lease(self, lease: Lease) -> bool:
+        """Free the partition at once; whether ``lease`` was still held."""
+        with self._using() as connection:
+            return lease_rows.release(self._sql.leases, connection, lease)
+
+    def leases(self) -> list[Lease]:
+        """Every partition's lease, ordered by partition."""
+        with self._using() as connection:
+            return lease_rows.all_leases(self._sql.leases, connection)
+
+    def read_stream(
+        self, stream: str, from_revision: int = 0, limit: int | None = None
+    ) -> list[RecordedEvent]:
+        """The stream's events from ``from_revision`` on; ``[]`` for a missing stream."""
+        check_read_args(from_revision, limit)
+        self.name_rules.check_stream(stream)
+        rows = self._query(self._sql.read_stream, (stream, from_revision, limit))
+        return [decode(row) for row in rows]
+
+    def read_all(
+        self,
+        after_position: int | None = None,
+        limit: int | None = None,
+        filter: Filter = ALL,
+    ) -> list[RecordedEvent]:
+        """Events after ``after_position`` (exclusive) that pass ``filter``, in log order."""
+        check_read_args(0, limit)
+        statement, params = read_all_sql(self.schema, filter)
+        after = 0 if after_position is None else after_position
+        rows = self._read(statement, (after, *params, limit))
+        return [decode(row) for row in rows]
+
+    def subscribe(
+        self, after_position: int | None = None, filter: Filter = ALL
+    ) -> CatchUpSubscription:
+        """A catch-up subscription after ``after_position``, woken by every append of any
+        process (through LISTEN/NOTIFY; the first subscription starts the listening thread)."""
+        self._check_open()
+        self._start_listener()
+        return CatchUpSubscription(
+            read_page=lambda after, limit: self.read_all(after, limit, filter),
+            head=self._head,
+            notifier=self._notifier,
+            after_position=after_position,
+        )
+
+    def load_checkpoint(self, name: str) -> int | None:
+        """The last stored position of processor ``name``, or ``None``."""
+        self.name_rules.check(CHECKPOINT, name)
+        rows = self._query(self._sql.load_checkpoint, (name,))
+        return int(rows[0][0]) if rows else None
+
+    def save_checkpoint(self, name: str, position: int) -> None:
+        """Store the position of processor ``name`` durably, replacing any earlier one."""
+        self.name_rules.check(CHECKPOINT, name)
+        self._query(self._sql.save_checkpoint, (name, position), fetch=False)
+
+    def load_snapshot(self, stream: str) -> Snapshot | None:
+        """The stored snapshot of ``stream``, or ``None``."""
+        self.name_rules.check_stream(stream)
+        return self._snapshots.load(self._using, stream)
+
+    def stored_ids(self, stream: str, ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
+        """Those of ``ids`` that ``stream`` holds, found through the (stream, event id) index."""
+        self.name_rules.check_stream(stream)
+        if not ids:
+            return set()
+        # Unprepared, as in an append: a long stream is read whole by a generic plan
+        # (_sql.find_ids).
+        rows = self._query(self._sql.find_ids, (stream, list(ids)), prepare=False)
+        return {row[0] for row in rows}
+
+    def save_snapshot(self, stream: str, snapshot: Snapshot) -> None:
+        """Keep ``snapshot`` unless the stored one is of its state version and later."""
+        self.name_rules.check_stream(stream)
+        self._snapshots.save(self._using, stream, snapshot)
+
+    def load_state(self, key: str) -> StoredState | None:
+        """The stored state of ``key``, or ``None``."""
+        return self._states.load(self._using, key)
+
+    def commit_states(
+        self,
+        writes: Sequence[StateWrite],
+        appends: Sequence[StreamAppend],
+        checkpoint: tuple[str, int] | None = None,
+        *,
+        lease: Lease | None = None,
+        checkpoints: Sequence[tuple[str, int]] = (),
+        leases: Sequence[Lease] = (),
+    ) -> None:
+        """Write every state (version-checked), append and checkpoint in one transaction;
+        with leases, only while every one is still held (as :meth:`append_batch`)."""
+        self._states.ensure(self._using)
+        fences = batch_leases(lease, leases)
+
+        def first(connection: _Connection) -> None:
+            lease_rows.fence_all(self._sql.leases, connection, fences)
+            self._states.write(connection, writes)
+
+        self._commit_batch(appends, batch_checkpoints(checkpoint, checkpoints), first)
+
+    def close(self) -> None:
+        """Close every connection, stop the listening thread and end every subscription; safe
+        to call twice."""
+        # Subscriptions learn of the close before their reads start failing.
+        self._notifier.close()
+        self._connections.close()
+        self._announcer.close(timeout=DEFAULT_CONNECT_TIMEOUT + 5.0)
+        with self._listener_lock:
+            listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.stop(timeout=DEFAULT_CONNECT_TIMEOUT + 5.0)
+
+    def _head(self) -> int | None:
+        [(head,)] = self._read(self._sql.head, ())
+        return None if head is None else int(head)
+
+    def _check_open(self) -> None:
+        self._connections.check_open()
+
+    def _query(
+        self,
+        statement: str,
+        params: tuple[object, ...],
+        *,
+        fetch: bool = True,
+        prepare: bool | None = None,
+    ) -> list[Any]:
+        """Run one statement in autocommit mode (its own transaction); its rows. ``prepare``:
+        as psycopg's (``False``: planned for its parameters every time)."""
+        with self._using() as connection:
+            cursor = connection.execute(statement, params, prepare=prepare)
+            return cursor.fetchall() if fetch else []
+
+    def _write(self, body: Callable[[_Connection], Callable[[], _T]]) -> _T:
+        """Run ``body`` in a write transaction, then wake the subscriptions; ``body`` returns
+        how to read its result once the transaction ends.
+
+        A transaction that loses a race for a stream's next revision (the ``(stream,
+        revision)`` key) is rolled back and run again: its reads then see the winner's events,
+        and the expected-revision rule decides. The statements go in pipeline mode: ``BEGIN``
+        and the first read share one round trip, and the inserts and the ``COMMIT`` another.
+        """
+        result = write_transaction(self._using, self._connections, body, self._name)
+        self._notifier.notify()
+        self._announcer.announce()
+        return result
+
+    def _wrote(self, position: int) -> None:
+        """Note that this store wrote (or found stored) ``position``: its reads must see it."""
+        xid = position >> INDEX_BITS
+        with self._written_lock:
+            self._written = max(self._written, xid)
+
+    def _read(self, statement: str, params: tuple[object, ...]) -> list[Any]:
+        """Run one read of the log (below the horizon); it sees every append this store
+        completed before it began (read your writes).
+
+        Once this store has written, the read first waits on the locks of the write
+        transactions older than its last one that are still in flight, and checks the horizon
+        has passed that one; while a transaction that holds no such lock (not an append) keeps
+        it back, it looks again after a short, growing delay. All in one round trip when
+        nothing is in flight.
+        """
+        written = self._written
+        if not written:
+            return self._query(statement, params)
+        return read_below_horizon(self._using, self._sql, written, statement, params)
+
+    @contextlib.contextmanager
+    def _using(self) -> Iterator[_Connection]:
+        """This thread's connection, held against close(), with psycopg's errors mapped.
+
+        A connection that broke (a server restart, a killed backend) is dropped, so the next
+        call connects afresh.
+        """
+        connection, in_use = self._connection()
+        with in_use:
+            self._check_open()
+            try:
+                yield connection
+            except psycopg.Error as exc:
+                if connection.closed:
+                    self._drop(connection, in_use)
+                raise store_error(self._name, exc) from exc
+
+    def _connect(self) -> _Connection:
+        """A new autocommit connection with the store's session settings (psycopg's errors)."""
+        connection = psycopg.connect(self._conninfo, **self._connect_kwargs)
+        try:
+            connection.execute(self._session)
+        except BaseException:
+            connection.close()
+            raise
+        return connection
+
+    def _connection(self) -> tuple[_Connection, threading.RLock]:
+        """This thread's connection and the lock that keeps close() from closing it in use."""
+        try:
+            return self._connections.get()
+        except psycopg.Error as exc:
+            raise store_error(self._name, exc) from exc
+
+    def _drop(self, connection: _Connection, in_use: threading.RLock) -> None:
+        """Forget this thread's broken connection."""
+        self._connections.drop((connection, in_use))
+
+    def _start_listener(self) -> None:
+        """Start the LISTEN thread once; it listens before this returns."""
+        with self._listener_lock:
+            if self._listener is not None:
+                return
+            self._check_open()
+            listener = NotifyListener(
+                self._connect,
+                self._sql.channel,
+                self._notifier,
+                name=f"decider-pg-listen-{self.schema}",
+                held_back=self._sql.held_back,
+            )
+            try:
+                listener.start()
+            except psycopg.Error as exc:
+                listener.stop(timeout=0)
+                raise store_error(self._name, exc) from exc
+            self._listener = listener

@@ -1,0 +1,441 @@
+"""The SQLite event store (the default): one file, stdlib ``sqlite3``, several threads and
+processes.
+
+Ordering. The global position is an ``INTEGER PRIMARY KEY AUTOINCREMENT``. SQLite lets one
+writer at a time hold the write lock, from ``BEGIN IMMEDIATE`` to ``COMMIT``, and positions are
+assigned inside that transaction; so the order of positions is the order of commits, and a
+reader never sees a gap that a slower transaction fills later (unlike a sequence in
+PostgreSQL). Positions start at 1 and, since nothing is ever deleted, have no gaps in practice.
+
+Durability. ``synchronous`` is SQLite's ``PRAGMA synchronous`` for this store's connections, in
+WAL mode:
+
+- ``"FULL"`` (default): every commit is fsynced; a committed append survives power loss;
+- ``"NORMAL"``: fsync at checkpoints only; a commit survives a crash of the process, but the
+  last commits may be lost on power loss or an OS crash (the database stays consistent);
+- ``"OFF"``: no fsync at all; for tests and throwaway data;
+- ``"EXTRA"``: ``FULL`` plus an fsync of the directory; for the paranoid.
+
+Several processes. Every process opens its own :class:`SqliteEventStore` on the same file.
+Writers wait for each other (``busy_timeout``, 30 s by default) rather than fail; a wait longer
+than that raises :class:`~decider.stores.errors.StoreUnavailable`. Appends from another process
+cannot
+wake this process's subscriptions, so a waiting subscription checks the log's head every
+``probe_interval`` seconds (50 ms by default, a microsecond-cheap query): in-process appends are
+delivered at once, other processes' appends within about ``probe_interval``.
+
+WARNING: open the store after forking, never before: a connection must not cross a fork.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import sqlite3
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any, ClassVar, TypeVar
+
+from decider.stores._connections import ThreadConnections
+from decider.stores._expectations import check_read_args, validate_append
+from decider.stores.errors import PermanentStoreError, StoreError, StoreUnavailable
+from decider.stores.leases import Lease, batch_checkpoints, batch_leases, check_ttl
+from decider.stores.names import CHECKPOINT, DEFAULT, NameRules
+from decider.stores.protocol import (
+    ALL,
+    AppendResult,
+    ExpectedRevision,
+    Filter,
+    NewEvent,
+    RecordedEvent,
+    Snapshot,
+    StateWrite,
+    StoredState,
+    StreamAppend,
+)
+from decider.stores.sqlite import _leases as lease_rows
+from decider.stores.sqlite import _snapshots as snapshots
+from decider.stores.sqlite import _sql as sql
+from decider.stores.sqlite import _state as states
+from decider.stores.sqlite._append import IDS_PER_QUERY, append_one
+from decider.stores.subscription import CatchUpSubscription, LogNotifier
+
+_T = TypeVar("_T")
+
+SYNCHRONOUS_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
+"""The accepted values of ``synchronous`` (SQLite's ``PRAGMA synchronous``)."""
+
+
+class SqliteEventStore:
+    """An event store in one SQLite file (or ``":memory:"``), safe for threads and processes.
+
+    Implements :class:`~decider.stores.protocol.EventStore`,
+    :class:`~decider.stores.protocol.CheckpointStore`,
+    :class:`~decider.stores.protocol.TransactionalStore`,
+    :class:`~decider.stores.leases.LeaseStore` (a lease table),
+    :class:`~decider.stores.protocol.SnapshotStore` and
+    :class:`~decider.stores.protocol.IdLookupStore`. Appends are atomic and serialised by
+    SQLite's write lock; positions strictly increase in commit order; ``synchronous`` sets the
+    durability of a commit (see the module docstring). Each thread uses its own connection.
+    ``":memory:"`` holds the log in this process only, behind one shared connection.
+    """
+
+    name_rules: ClassVar[NameRules] = DEFAULT
+    """The names this store holds (:mod:`decider.stores.names`); others raise
+    :class:`~decider.stores.errors.InvalidName` before anything is written or read."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        synchronous: str = "FULL",
+        busy_timeout: float = 30.0,
+        probe_interval: float = 0.05,
+    ) -> None:
+        level = synchronous.upper()
+        if level not in SYNCHRONOUS_LEVELS:
+            raise ValueError(
+                f"synchronous must be one of {', '.join(SYNCHRONOUS_LEVELS)}, got {synchronous!r}"
+            )
+        if not 0 <= busy_timeout < math.inf:
+            raise ValueError(f"busy_timeout must be >= 0 seconds, got {busy_timeout}")
+        if not 0 < probe_interval < math.inf:
+            raise ValueError(f"probe_interval must be a positive number, got {probe_interval}")
+        self._path = os.fspath(path)
+        self._in_memory = self._path == ":memory:"
+        self.synchronous = level
+        """The ``PRAGMA synchronous`` level of this store's connections."""
+        self._busy_timeout = busy_timeout
+        self._probe_interval = None if self._in_memory else probe_interval
+        # ":memory:" is one database per connection, so every thread shares one connection
+        # (taking turns through its lock); a file gets a connection per thread.
+        self._connections = ThreadConnections(
+            self._connect,
+            lambda: StoreError(f"the SQLite event store {self._path!r} is closed"),
+            shared=self._in_memory,
+        )
+        self._notifier = LogNotifier()
+        connection, _ = self._connection()
+        try:
+            if not self._in_memory:
+                connection.execute("PRAGMA journal_mode=WAL")
+            connection.executescript(sql.SCHEMA)
+            connection.executescript(snapshots.SCHEMA)
+            connection.executescript(states.SCHEMA)
+        except sqlite3.Error as exc:
+            self.close()
+            raise _store_error(self._path, exc) from exc
+
+    def __repr__(self) -> str:
+        return f"SqliteEventStore({self._path!r})"
+
+    @property
+    def path(self) -> str:
+        """The database file (or ``":memory:"``)."""
+        return self._path
+
+    def append(
+        self, stream: str, events: Sequence[NewEvent], expected_revision: ExpectedRevision
+    ) -> AppendResult:
+        """Append ``events`` atomically if the stream is at ``expected_revision``.
+
+        Raises :class:`~decider.stores.errors.WrongExpectedVersion`, writing nothing, on a mismatch;
+        re-appending stored ids with the same expectation returns the stored result. The
+        append is durable as ``synchronous`` says once this returns.
+        """
+        validate_append(len(events), expected_revision)
+        self.name_rules.check_append(stream, events)
+        now = _now()
+        return self._write(lambda c: append_one(c, stream, events, expected_revision, now))
+
+    def append_batch(
+        self,
+        appends: Sequence[StreamAppend],
+        checkpoint: tuple[str, int] | None = None,
+        *,
+        lease: Lease | None = None,
+        checkpoints: Sequence[tuple[str, int]] = (),
+        leases: Sequence[Lease] = (),
+    ) -> list[AppendResult]:
+        """Apply every append and every checkpoint in one transaction: all of them, or none;
+        with leases (``lease`` and ``leases``), only while every one is still held (else
+        :class:`~decider.stores.leases.LeaseLost` naming the first lost)."""
+        return self._commit_batch(
+            appends, batch_checkpoints(checkpoint, checkpoints), batch_leases(lease, leases)
+        )
+
+    def claim_lease(self, partition: str, owner: str, ttl: float) -> Lease | None:
+        """Take the lease on ``partition`` for ``ttl`` seconds (see
+        :class:`~decider.stores.leases.LeaseStore`); ``None`` if another owner holds it."""
+        check_ttl(ttl)
+        return self._write(lambda c: lease_rows.claim(c, partition, owner, ttl))
+
+    def renew_lease(self, lease: Lease, ttl: float) -> Lease:
+        """Extend ``lease`` by ``ttl`` seconds from now; ``LeaseLost`` if no longer held."""
+        check_ttl(ttl)
+        return self._write(lambda c: lease_rows.renew(c, lease, ttl))
+
+    def release_lease(self, lease: Lease) -> bool:
+        """Free the partition at once; whether ``lease`` was still held."""
+        return self._write(lambda c: lease_rows.release(c, lease))
+
+    def leases(self) -> list[Lease]:
+        """Every partition's lease, ordered by partition."""
+        connection, in_use = self._connection()
+        with in_use:
+            self._check_open()
+            try:
+                return lease_rows.all_leases(connection)
+            except sqlite3.Error as exc:
+                raise _store_error(self._path, exc) from exc
+
+    def read_stream(
+        self, stream: str, from_revision: int = 0, limit: int | None = None
+    ) -> list[RecordedEvent]:
+        """The stream's events from ``from_revision`` on; ``[]`` for a missing stream."""
+        check_read_args(from_revision, limit)
+        self.name_rules.check_stream(stream)
+        rows = self._query(sql.READ_STREAM, (stream, from_revision, -1 if limit is None else limit))
+        return [sql.decode(row) for row in rows]
+
+    def read_all(
+        self,
+        after_position: int | None = None,
+        limit: int | None = None,
+        filter: Filter = ALL,
+    ) -> list[RecordedEvent]:
+        """Events after ``after_position`` (exclusive) that pass ``filter``, in log order."""
+        check_read_args(0, limit)
+        statement, params = sql.read_all_sql(filter)
+        after = 0 if after_position is None else after_position
+        rows = self._query(statement, (after, *params, -1 if limit is None else limit))
+        return [sql.decode(row) for row in rows]
+
+    def subscribe(
+        self, after_position: int | None = None, filter: Filter = ALL
+    ) -> CatchUpSubscription:
+        """A catch-up subscription after ``after_position``.
+
+        Woken at once by appends through this object; appends by other processes (or other
+        store objects) are noticed within ``probe_interval``.
+        """
+        self._check_open()
+        return CatchUpSubscription(
+            read_page=lambda after, limit: self.read_all(after, limit, filter),
+            head=self._head,
+            notifier=self._notifier,
+            after_position=after_position,
+            probe_interval=self._probe_interval,
+        )
+
+    def load_checkpoint(self, name: str) -> int | None:
+        """The last stored position of processor ``name``, or ``None``."""
+        self.name_rules.check(CHECKPOINT, name)
+        rows = self._query(sql.LOAD_CHECKPOINT, (name,))
+        return int(rows[0][0]) if rows else None
+
+    def save_checkpoint(self, name: str, position: int) -> None:
+        """Store the position of processor ``name`` durably, replacing any earlier one."""
+        self.name_rules.check(CHECKPOINT, name)
+        self._query(sql.SAVE_CHECKPOINT, (name, position))
+
+    def load_snapshot(self, stream: str) -> Snapshot | None:
+        """The stored snapshot of ``stream``, or ``None``."""
+        self.name_rules.check_stream(stream)
+        rows = self._query(snapshots.LOAD, (stream,))
+        return Snapshot(int(rows[0][0]), str(rows[0][1]), bytes(rows[0][2])) if rows else None
+
+    def stored_ids(self, stream: str, ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
+        """Those of ``ids`` that ``stream`` holds, found through the (stream, event id) index."""
+        self.name_rules.check_stream(stream)
+        found: set[uuid.UUID] = set()
+        for start in range(0, len(ids), IDS_PER_QUERY):  # SQLite caps a statement's parameters
+            chunk = ids[start : start + IDS_PER_QUERY]
+            rows = self._query(sql.find_ids_sql(len(chunk)), (*(i.bytes for i in chunk), stream))
+            found.update(uuid.UUID(bytes=row[0]) for row in rows)
+        return found
+
+    def save_snapshot(self, stream: str, snapshot: Snapshot) -> None:
+        """Keep ``snapshot`` unless the stored one is of its state version and later."""
+        self.name_rules.check_stream(stream)
+        row = (stream, snapshot.revision, snapshot.state_version, snapshot.data)
+        self._query(snapshots.SAVE, row)
+
+    def load_state(self, key: str) -> StoredState | None:
+        """The stored state of ``key``, or ``None``."""
+        return states.load(self._query(states.LOAD, (key,)))
+
+    def commit_states(
+        self,
+        writes: Sequence[StateWrite],
+        appends: Sequence[StreamAppend],
+        checkpoint: tuple[str, int] | None = None,
+        *,
+        lease: Lease | None = None,
+        checkpoints: Sequence[tuple[str, int]] = (),
+        leases: Sequence[Lease] = (),
+    ) -> None:
+        """Write every state (version-checked), append and checkpoint in one transaction;
+        with leases, only while every one is still held (as :meth:`append_batch`)."""
+        self._commit_batch(
+            appends,
+            batch_checkpoints(checkpoint, checkpoints),
+            batch_leases(lease, leases),
+            lambda connection: states.write(connection, writes),
+        )
+
+    def _commit_batch(
+        self,
+        appends: Sequence[StreamAppend],
+        saved: Sequence[tuple[str, int]],
+        fences: Sequence[Lease],
+        first: Callable[[sqlite3.Connection], None] | None = None,
+    ) -> list[AppendResult]:
+        """The leases' fences, ``first`` (the state rows), every append and the checkpoints,
+        in one write transaction: what :meth:`append_batch` and :meth:`commit_states` share."""
+        for item in appends:
+            validate_append(len(item.events), item.expected_revision)
+            self.name_rules.check_append(item.stream, item.events)
+        for name, _ in saved:
+            self.name_rules.check(CHECKPOINT, name)
+        now = _now()
+
+        def body(connection: sqlite3.Connection) -> list[AppendResult]:
+            for fence in fences:
+                lease_rows.fence(connection, fence)
+            if first is not None:
+                first(connection)
+            results = [
+                append_one(connection, a.stream, a.events, a.expected_revision, now)
+                for a in appends
+            ]
+            if saved:
+                connection.executemany(sql.SAVE_CHECKPOINT, saved)
+            return results
+
+        return self._write(body)
+
+    def close(self) -> None:
+        """Close every connection and end every subscription; safe to call twice."""
+        # Subscriptions learn of the close before their reads start failing.
+        self._notifier.close()
+        self._connections.close()
+
+    def _head(self) -> int | None:
+        [(head,)] = self._query(sql.HEAD, ())
+        return None if head is None else int(head)
+
+    def _check_open(self) -> None:
+        self._connections.check_open()
+
+    def _query(self, statement: str, params: tuple[object, ...]) -> list[Any]:
+        """Run one statement in autocommit mode (its own implicit transaction); its rows."""
+        connection, in_use = self._connection()
+        with in_use:
+            self._check_open()
+            try:
+                return connection.execute(statement, params).fetchall()
+            except sqlite3.Error as exc:
+                raise self._failed(connection, in_use, exc) from exc
+
+    def _write(self, body: Callable[[sqlite3.Connection], _T]) -> _T:
+        """Run ``body`` in a write transaction, then wake the subscriptions.
+
+        ``BEGIN IMMEDIATE`` takes the write lock first, so the revision ``body`` reads still
+        holds when it inserts, in this process and in every other.
+        """
+        connection, in_use = self._connection()
+        with in_use:
+            self._check_open()
+            try:
+                connection.execute("BEGIN IMMEDIATE")
+                try:
+                    result = body(connection)
+                    connection.execute("COMMIT")
+                except BaseException:
+                    # Some errors (a full disk) end the transaction themselves.
+                    if connection.in_transaction:
+                        connection.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as exc:
+                raise self._failed(connection, in_use, exc) from exc
+        self._notifier.notify()
+        return result
+
+    def _failed(
+        self, connection: sqlite3.Connection, in_use: threading.RLock, exc: sqlite3.Error
+    ) -> StoreError:
+        """The store's error for ``exc``; after a transient one this thread's connection is
+        dropped, so the next call opens a fresh one.
+
+        A connection opened while the file was read-only (or that met an I/O error) stays so
+        for good: reopening is what lets a store recover once the file is writable again.
+        ``":memory:"`` keeps its one connection (it is the database).
+        """
+        error = _store_error(self._path, exc)
+        if isinstance(error, StoreUnavailable) and not self._in_memory:
+            with contextlib.suppress(sqlite3.Error):
+                self._connections.drop((connection, in_use))
+        return error
+
+    def _connection(self) -> tuple[sqlite3.Connection, threading.RLock]:
+        """This thread's connection and the lock that keeps close() from closing it in use."""
+        try:
+            return self._connections.get()
+        except sqlite3.Error as exc:
+            raise _store_error(self._path, exc) from exc
+
+    def _connect(self) -> sqlite3.Connection:
+        connection = sqlite3.connect(
+            self._path,
+            timeout=self._busy_timeout,
+            isolation_level=None,  # autocommit: transactions are explicit BEGIN IMMEDIATE
+            check_same_thread=False,  # close() closes every thread's connection
+            cached_statements=64,
+        )
+        try:
+            connection.execute(f"PRAGMA synchronous={self.synchronous}")
+        except BaseException:
+            connection.close()
+            raise
+        return connection
+
+
+# SQLite's primary result codes (the low byte of an extended one) by what they mean for a caller.
+_TRANSIENT = {
+    sqlite3.SQLITE_BUSY: "stayed locked",
+    sqlite3.SQLITE_LOCKED: "stayed locked",
+    sqlite3.SQLITE_READONLY: "is read-only",  # a remount, a permissions change: may be undone
+    sqlite3.SQLITE_IOERR: "had an I/O error",
+    sqlite3.SQLITE_FULL: "is on a full disk",
+    sqlite3.SQLITE_CANTOPEN: "cannot be opened",
+    sqlite3.SQLITE_PROTOCOL: "stayed locked",
+    sqlite3.SQLITE_NOMEM: "ran out of memory",
+}
+_PERMANENT = {sqlite3.SQLITE_TOOBIG, sqlite3.SQLITE_MISMATCH, sqlite3.SQLITE_RANGE}
+
+
+def _store_error(path: str, exc: sqlite3.Error) -> StoreError:
+    """The one place where sqlite3's errors become the store's.
+
+    Locked or busy beyond ``busy_timeout``, read-only, an I/O error, a full disk, a file that
+    cannot be opened: :class:`StoreUnavailable` (the condition may pass; the store reopens the
+    connection, see :func:`_is_transient`). A value SQLite can never hold (too big):
+    :class:`PermanentStoreError`. Anything else (a corrupt file, a bug): :class:`StoreError`.
+    """
+    code = getattr(exc, "sqlite_errorcode", None)
+    primary = None if code is None else code & 0xFF
+    if primary in _TRANSIENT:
+        return StoreUnavailable(f"SQLite database {path!r} {_TRANSIENT[primary]}: {exc}")
+    if isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc)):
+        return StoreUnavailable(f"SQLite database {path!r} stayed locked: {exc}")
+    if primary in _PERMANENT or isinstance(exc, sqlite3.DataError):
+        return PermanentStoreError(f"SQLite database {path!r} cannot store this: {exc}")
+    return StoreError(f"SQLite database {path!r}: {exc}")
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
