@@ -30,6 +30,7 @@ ALL_FIGURES: tuple[str, ...] = (
     "append",
     "latency",
     "e2e",
+    "client",
     "pool",
     "snapshots",
     "state",
@@ -349,6 +350,17 @@ def _run_group(
             return [state_stored.measure(sizes.state_n, sizes.state_repeats, sizes.e2e_timeout)]
 
         return _pending_on_import_error("state", "8. state-stored vs event-sourced", state)
+
+    if group == "client":
+
+        def client() -> list[Result]:
+            from benchmarks import client_cost
+
+            n, kinds = sizes.e2e_esdb[0], client_cost.kinds()
+            repeats, timeout = sizes.e2e_repeats, sizes.e2e_timeout
+            return client_cost.measure(n, timeout, repeats, kinds, earlier, say) if esdb else []
+
+        return _pending_on_import_error("client", "11. EventStoreDB client side", client)
 
     def end_to_end() -> list[Result]:
         from benchmarks import end_to_end

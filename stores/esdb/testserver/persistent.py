@@ -4,11 +4,14 @@ A :class:`Group` reads its source (a stream, or ``$all`` with an optional filter
 start or its last checkpoint and hands each event to one of its connected :class:`Consumer`\\s,
 as EventStoreDB's ``PersistentSubscription`` does:
 
-- consumer strategies: ``DispatchToSingle`` (the first consumer with a free slot),
-  ``RoundRobin`` (the next one with a free slot), ``Pinned`` (by a hash of the event's stream),
-  ``PinnedByCorrelation`` (by ``$correlationId`` in the event's metadata, else the stream);
-  a consumer holds at most its ``buffer_size`` unacknowledged events;
-- an event not acknowledged within ``message_timeout_ms`` is sent again (``retry_count`` + 1);
+- consumers wait in a queue in the order they connected; consumer strategies:
+  ``DispatchToSingle`` (the head while it has a free slot; a full head goes to the tail),
+  ``RoundRobin`` (the head, which then goes to the tail, until one has a free slot),
+  ``Pinned`` (by a hash of the event's stream), ``PinnedByCorrelation`` (by
+  ``$correlationId`` in the event's metadata, else the stream); a consumer holds at most its
+  ``buffer_size`` unacknowledged events;
+- an event not acknowledged within ``message_timeout_ms`` is sent again (``retry_count`` + 1)
+  at the next tick of a 1 s timer, as EventStoreDB checks timeouts on its timer;
   a nack with ``Retry`` does the same, ``Skip`` drops it, ``Park`` parks it; past
   ``max_retry_count`` retries an event is parked: a ``$>`` link to it is written to the group's
   parked stream ``$persistentsubscription-<source>::<group>-parked``; ``ReplayParked`` sends
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import math
 import time
 import uuid
 import zlib
@@ -41,6 +45,9 @@ ALL = "$all"
 """The source name of a subscription to ``$all``."""
 
 STRATEGIES = ("DispatchToSingle", "RoundRobin", "Pinned", "PinnedByCorrelation")
+
+TICK_SECONDS = 1.0
+"""EventStoreDB's persistent subscription timer: message timeouts take effect on its ticks."""
 
 
 class GroupExists(Exception):
@@ -71,6 +78,28 @@ class Settings:
     message_timeout_ms: int = 30_000
     checkpoint_after_ms: int = 2_000
     consumer_strategy: str = "RoundRobin"
+
+
+class InvalidSettings(Exception):
+    """Settings EventStoreDB refuses; the argument is its reason, word for word."""
+
+
+def check_strategy(settings: Settings) -> None:
+    """:class:`InvalidSettings` for a consumer strategy that is not registered
+    (``PersistentSubscriptionService`` checks it first on Create, after the group's existence
+    on Update)."""
+    if settings.consumer_strategy not in STRATEGIES:
+        raise InvalidSettings(f"Consumer strategy {settings.consumer_strategy} does not exist.")
+
+
+def check_buffers(settings: Settings) -> None:
+    """:class:`InvalidSettings` for a read batch that does not fit the history buffer: the
+    ``ArgumentOutOfRangeException`` of ``PersistentSubscription``'s constructor, in .NET's words."""
+    if settings.read_batch_size >= settings.history_buffer_size:
+        raise InvalidSettings(
+            "Specified argument was out of the range of valid values. "
+            "(Parameter 'ReadBatchSize may not be greater than or equal to BufferSize')"
+        )
 
 
 @dataclass
@@ -120,6 +149,7 @@ class Group:
         self.source = source
         self.name = name
         self.start = start  # a revision (stream) or position ($all); None: from the end
+        check_buffers(settings)
         self.settings = settings
         self.filter = record_filter
         self.consumers: list[Consumer] = []
@@ -130,7 +160,6 @@ class Group:
         self.checkpointed: Record | None = None
         self.total = 0
         self.parked = 0
-        self._round_robin = 0
         self.cursor = self._first_cursor()
 
     # -- where the group reads -----------------------------------------------------------
@@ -220,20 +249,26 @@ class Group:
         return True
 
     def _choose(self, record: Record) -> Consumer | None:
-        free = [c for c in self.consumers if c.in_flight < c.buffer_size]
-        if not free:
-            return None
+        """The consumer that takes ``record``, as EventStoreDB's consumer strategies choose."""
+        queue = self.consumers  # in the order they connected, rotated by the strategies
         strategy = self.settings.consumer_strategy
         if strategy in ("Pinned", "PinnedByCorrelation"):
+            if not queue:
+                return None
             key = record.stream
             if strategy == "PinnedByCorrelation":
                 key = _correlation_id(record) or key
-            pinned = self.consumers[zlib.crc32(key.encode()) % len(self.consumers)]
-            return pinned if pinned in free else None
-        if strategy == "RoundRobin":
-            self._round_robin += 1
-            return free[self._round_robin % len(free)]
-        return free[0]  # DispatchToSingle
+            pinned = queue[zlib.crc32(key.encode()) % len(queue)]
+            return pinned if pinned.in_flight < pinned.buffer_size else None
+        for _ in range(len(queue)):
+            head = queue[0]
+            if strategy == "RoundRobin":  # the head goes to the tail whether it takes it or not
+                queue.append(queue.pop(0))
+            if head.in_flight < head.buffer_size:
+                return head
+            if strategy != "RoundRobin":  # DispatchToSingle: a full head goes to the tail
+                queue.append(queue.pop(0))
+        return None
 
     def ack_id(self, record: Record) -> str:
         """What a consumer answers ``record`` by: the parked link's id for a replayed one."""
@@ -248,13 +283,16 @@ class Group:
         return sent
 
     def next_deadline(self) -> float | None:
-        """When the first unacknowledged event times out."""
-        return min((d.deadline for d in self.in_flight.values()), default=None)
+        """The tick at which the first unacknowledged event times out."""
+        first = min((d.deadline for d in self.in_flight.values()), default=None)
+        return None if first is None else math.ceil(first / TICK_SECONDS) * TICK_SECONDS
 
     def _expire(self) -> None:
-        now = time.monotonic()
+        """Send again what timed out by the last tick (``NotifyClockTick``), not to the
+        millisecond: an ack that comes a little late still counts, as on EventStoreDB."""
+        tick = math.floor(time.monotonic() / TICK_SECONDS) * TICK_SECONDS
         for event_id, delivery in list(self.in_flight.items()):
-            if delivery.deadline <= now:
+            if delivery.deadline <= tick:
                 del self.in_flight[event_id]
                 delivery.consumer.in_flight -= 1
                 self._retry(delivery.record, delivery.cursor, delivery.retry_count + 1)
@@ -400,7 +438,10 @@ class Groups:
         settings: Settings,
         record_filter: RecordFilter | None,
     ) -> None:
-        """A new group; :class:`GroupExists` if it is there."""
+        """A new group; :class:`GroupExists` if it is there, :class:`InvalidSettings` for
+        settings EventStoreDB refuses (checked in its order: the strategy, the group, the
+        buffers)."""
+        check_strategy(settings)
         with self.log.changed:
             if (source, name) in self.groups:
                 raise GroupExists()
@@ -417,15 +458,16 @@ class Groups:
         return found
 
     def update(self, source: str, name: str, start: int | None, settings: Settings) -> None:
-        """New settings (and start); connected consumers are dropped, as on EventStoreDB."""
+        """New settings (and start); connected consumers are dropped, as on EventStoreDB.
+        :class:`GroupMissing`, then :class:`InvalidSettings` (the group stays as it was)."""
         with self.log.changed:
             old = self.get(source, name)
-            self._drop(old)
+            check_strategy(settings)
             _, record_filter = self.definitions[source, name]
+            new = Group(self.log, source, name, start, settings, record_filter=record_filter)
+            self._drop(old)
             self.definitions[source, name] = (start, record_filter)
-            self.groups[source, name] = Group(
-                self.log, source, name, start, settings, record_filter=record_filter
-            )
+            self.groups[source, name] = new
             self.log.changed.notify_all()
 
     def delete(self, source: str, name: str) -> None:

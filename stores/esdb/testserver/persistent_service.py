@@ -2,10 +2,12 @@
 Create, Update, Delete, Read (with Ack and Nack), GetInfo, List, ReplayParked and
 RestartSubsystem over :mod:`decider.stores.esdb.testserver.persistent`.
 
-Errors are EventStoreDB's: ``ALREADY_EXISTS`` for a group that exists, ``NOT_FOUND`` for one
-that does not, ``FAILED_PRECONDITION`` "Maximum subscriptions reached." past
-``max_subscriber_count``. A ``Read`` whose group is updated, deleted or restarted ends with
-``CANCELLED`` (the consumer subscribes again).
+Errors are EventStoreDB's (``RpcExceptions``): ``ALREADY_EXISTS`` for a group that exists,
+``NOT_FOUND`` for one that does not, ``INTERNAL`` "... failed: '<reason>'" for settings it
+refuses (an unknown consumer strategy, a read batch not smaller than the history buffer),
+``FAILED_PRECONDITION`` "Maximum subscriptions reached." past ``max_subscriber_count``. A
+``Read`` whose group is updated, deleted or restarted ends with ``CANCELLED`` (the consumer
+subscribes again).
 """
 
 from __future__ import annotations
@@ -23,12 +25,12 @@ from decider.stores.esdb.testserver import wire
 from decider.stores.esdb.testserver.log import EventLog, Record
 from decider.stores.esdb.testserver.persistent import (
     ALL,
-    STRATEGIES,
     Consumer,
     Group,
     GroupExists,
     GroupMissing,
     Groups,
+    InvalidSettings,
     Settings,
     TooManyConsumers,
     stream_of_group,
@@ -57,14 +59,16 @@ class PersistentSubscriptionsServicer(persistent_pb2_grpc.PersistentSubscription
         (from a position, the start or the end, with an optional filter)."""
         options = request.options
         source, start, record_filter = self._where(options, context, with_filter=True)
-        settings = _settings(options.settings, context)
+        settings = _settings(options.settings)
         try:
             self.groups.create(source, options.group_name, start, settings, record_filter)
         except GroupExists:
             context.abort(
                 grpc.StatusCode.ALREADY_EXISTS,
-                f"Subscription group {options.group_name} on stream {source} already exists.",
+                f"Subscription group {options.group_name} on stream {source} exists.",
             )
+        except InvalidSettings as refused:
+            _abort_failed(context, source, options.group_name, refused)
         return persistent_pb2.CreateResp()
 
     def Update(self, request: Any, context: Context) -> Any:
@@ -72,11 +76,11 @@ class PersistentSubscriptionsServicer(persistent_pb2_grpc.PersistentSubscription
         options = request.options
         source, start, _ = self._where(options, context, with_filter=False)
         try:
-            self.groups.update(
-                source, options.group_name, start, _settings(options.settings, context)
-            )
+            self.groups.update(source, options.group_name, start, _settings(options.settings))
         except GroupMissing:
             _abort_missing(context, source, options.group_name)
+        except InvalidSettings as refused:
+            _abort_failed(context, source, options.group_name, refused)
         return persistent_pb2.UpdateResp()
 
     def Delete(self, request: Any, context: Context) -> Any:
@@ -218,20 +222,18 @@ class PersistentSubscriptionsServicer(persistent_pb2_grpc.PersistentSubscription
         resp = _Resp.ReadEvent(event=_recorded(event, structured), retry_count=retry_count)
         if link is not None:
             resp.link.CopyFrom(_recorded(link, structured))
-        if link is not None and link is not record:
-            resp.commit_position = link.position  # the parked record's, as EventStoreDB does
-        elif group.source == ALL:
-            resp.commit_position = record.position
-        else:
-            resp.no_position.SetInParent()
+        # the original record's position (the link's, for a resolved or a replayed parked
+        # event), on a stream's group too: servers from 22.10 on read streams with positions,
+        # and kurrentdbclient refuses an event without one
+        resp.commit_position = (record if link is None else link).position
         return _Resp(event=resp)
 
     def _where(
         self, options: Any, context: Context, *, with_filter: bool
     ) -> tuple[str, int | None, RecordFilter | None]:
-        """The source, the start (a revision or position) and the filter of Create/Update."""
+        """The source, the start (a revision or position; None: from the end, kept as such
+        and reported as ``-1``) and the filter of Create/Update."""
         which = options.WhichOneof("stream_option")
-        log = self._log
         if which == "all":
             all_options = options.all
             start_option = all_options.WhichOneof("all_option")
@@ -241,8 +243,7 @@ class PersistentSubscriptionsServicer(persistent_pb2_grpc.PersistentSubscription
             if start_option == "position":
                 return ALL, int(all_options.position.commit_position), record_filter
             if start_option == "end":
-                with log.changed:
-                    return ALL, (log.positions[-1] + 1) if log.positions else 0, record_filter
+                return ALL, None, record_filter
             return ALL, 0, record_filter
         if which == "stream":
             stream_options = options.stream
@@ -251,9 +252,7 @@ class PersistentSubscriptionsServicer(persistent_pb2_grpc.PersistentSubscription
             if start_option == "revision":
                 return name, int(stream_options.revision), None
             if start_option == "end":
-                with log.changed:
-                    index = log.stream(name)
-                    return name, len(index.records) if index else 0, None
+                return name, None, None
             return name, 0, None
         if not options.HasField("stream_identifier"):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "No stream or $all in the options")
@@ -267,12 +266,13 @@ def _source(options: Any, stream_field: str) -> str:
     return wire.stream_name(getattr(options, stream_field))
 
 
-def _settings(raw: Any, context: Context) -> Settings:
-    # Create names it (a string, since 21.10); Update has only the old enum
+def _settings(raw: Any) -> Settings:
+    # Create names it (a string, since 21.10); Update has only the old enum, whose number
+    # EventStoreDB turns into a name with .NET's ToString (the number itself when unnamed)
     named = raw.consumer_strategy if "consumer_strategy" in raw.DESCRIPTOR.fields_by_name else ""
-    strategy = named or STRATEGIES[min(raw.named_consumer_strategy, 2)]
-    if strategy not in STRATEGIES:
-        context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"Unknown consumer strategy {strategy!r}")
+    number = raw.named_consumer_strategy
+    value = raw.DESCRIPTOR.fields_by_name["named_consumer_strategy"].enum_type.values_by_number
+    strategy = named or (value[number].name if number in value else str(number))
     timeout_ms = (
         raw.message_timeout_ms
         if raw.WhichOneof("message_timeout") == "message_timeout_ms"
@@ -332,7 +332,7 @@ def _info(group: Group) -> Any:
         last_checkpointed_event_position=shown(group.checkpointed),
         last_known_event_position=shown(last_known),
         resolve_link_tos=settings.resolve_links,
-        start_from=str(group.start if group.start is not None else -1),
+        start_from=_start_from(group),
         message_timeout_milliseconds=settings.message_timeout_ms,
         extra_statistics=settings.extra_statistics,
         max_retry_count=settings.max_retry_count,
@@ -349,6 +349,13 @@ def _info(group: Group) -> Any:
         max_subscriber_count=settings.max_subscriber_count,
         parked_message_count=group.parked,
     )
+
+
+def _start_from(group: Group) -> str:
+    """The start as EventStoreDB stored it: ``-1`` for the end, ``C:<commit>/P:<prepare>`` on
+    ``$all`` (a group's start never changes with the log; clients resend it on update)."""
+    start = -1 if group.start is None else group.start
+    return f"C:{start}/P:{start}" if group.source == ALL else str(start)
 
 
 def _connection_info(**fields: Any) -> Any:
@@ -385,8 +392,14 @@ def _uuid_text(identifier: Any) -> str:
 
 def _abort_missing(context: Context, source: str, group: str) -> NoReturn:
     context.abort(
-        grpc.StatusCode.NOT_FOUND,
-        f"Subscription group '{group}' on stream '{source}' does not exist.",
+        grpc.StatusCode.NOT_FOUND, f"Subscription group {group} on stream {source} does not exist."
+    )
+
+
+def _abort_failed(context: Context, source: str, group: str, refused: InvalidSettings) -> NoReturn:
+    context.abort(
+        grpc.StatusCode.INTERNAL,
+        f"Subscription group {group} on stream {source} failed: '{refused.args[0]}'",
     )
 
 
