@@ -31,7 +31,6 @@ the holder's may differ.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Protocol, runtime_checkable
@@ -132,12 +131,10 @@ def holds(current: Lease | None, lease: Lease) -> bool:
     )
 
 
-def batch_leases(lease: Lease | None, leases: Sequence[Lease]) -> list[Lease]:
-    """The leases one ``append_batch`` is fenced by: ``lease`` and ``leases``, in that order,
-    each partition once (refusing two epochs of one partition)."""
+def batch_leases(leases: Sequence[Lease]) -> list[Lease]:
+    """The leases one ``append_batch`` is fenced by: ``leases`` in their order, each partition
+    once (refusing two epochs of one partition)."""
     found: dict[str, Lease] = {}
-    for item in [] if lease is None else [lease]:
-        found[item.partition] = item
     for item in leases:
         seen = found.setdefault(item.partition, item)
         if seen != item:
@@ -145,23 +142,11 @@ def batch_leases(lease: Lease | None, leases: Sequence[Lease]) -> list[Lease]:
     return list(found.values())
 
 
-def batch_checkpoints(
-    checkpoint: tuple[str, int] | None, checkpoints: Sequence[tuple[str, int]]
-) -> list[tuple[str, int]]:
-    """The checkpoints one ``append_batch`` stores: ``checkpoint`` and ``checkpoints``, in that
-    order (refusing one name at two positions)."""
+def batch_checkpoints(checkpoints: Sequence[tuple[str, int]]) -> list[tuple[str, int]]:
+    """The checkpoints one ``append_batch`` stores: ``checkpoints`` in their order, each name
+    once (refusing one name at two positions)."""
     found: dict[str, int] = {}
-    for name, position in [*([] if checkpoint is None else [checkpoint]), *checkpoints]:
+    for name, position in checkpoints:
         if found.setdefault(name, position) != position:
             raise ValueError(f"checkpoint {name!r} at two positions in one commit")
     return list(found.items())
-
-
-def commits_together(store: object) -> bool:
-    """Whether ``store``'s ``append_batch`` takes ``checkpoints`` and ``leases`` (a commit of
-    several partitions at once); a store without them commits one partition at a time."""
-    append_batch = getattr(store, "append_batch", None)
-    if append_batch is None:
-        return False
-    parameters = inspect.signature(append_batch).parameters
-    return "checkpoints" in parameters and "leases" in parameters

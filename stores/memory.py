@@ -90,17 +90,15 @@ class MemoryEventStore:
     def append_batch(
         self,
         appends: Sequence[StreamAppend],
-        checkpoint: tuple[str, int] | None = None,
         *,
-        lease: Lease | None = None,
         checkpoints: Sequence[tuple[str, int]] = (),
         leases: Sequence[Lease] = (),
     ) -> list[AppendResult]:
         """Apply every append and every checkpoint atomically: all of them, or none; with
-        leases (``lease`` and ``leases``), only while every one is still held (else
+        ``leases``, only while every one is still held (else
         :class:`~decider.stores.leases.LeaseLost` naming the first lost)."""
-        saved = batch_checkpoints(checkpoint, checkpoints)
-        fences = batch_leases(lease, leases)
+        saved = batch_checkpoints(checkpoints)
+        fences = batch_leases(leases)
         for item in appends:
             validate_append(len(item.events), item.expected_revision)
             self.name_rules.check_append(item.stream, item.events)

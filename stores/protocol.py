@@ -247,24 +247,21 @@ class TransactionalStore(Protocol):
     def append_batch(
         self,
         appends: Sequence[StreamAppend],
-        checkpoint: tuple[str, int] | None = None,
         *,
-        lease: Lease | None = None,
         checkpoints: Sequence[tuple[str, int]] = (),
         leases: Sequence[Lease] = (),
     ) -> Sequence[AppendResult]:
-        """Apply every append and the checkpoint atomically: all of them, or none.
+        """Apply every append and every checkpoint atomically: all of them, or none.
 
         Raises :class:`~decider.stores.errors.WrongExpectedVersion` (naming the first stream that
         failed its check) and writes nothing if any expected revision does not hold. Each
-        append is idempotent as in :meth:`EventStore.append`. With a ``lease`` (stores that are
+        append is idempotent as in :meth:`EventStore.append`. With ``leases`` (stores that are
         also a :class:`~decider.stores.leases.LeaseStore`), the same transaction checks that
-        the partition still has the lease's owner and epoch, and otherwise raises
-        :class:`~decider.stores.leases.LeaseLost` and writes nothing (fencing).
-        ``checkpoints`` and ``leases`` extend ``checkpoint`` and ``lease``: one commit may
-        carry the work of several partitions, each with its checkpoint and under its lease;
-        if any lease is lost, ``LeaseLost`` names the first (in the order given) and nothing
-        is written. The results
+        each partition still has its lease's owner and epoch, and otherwise raises
+        :class:`~decider.stores.leases.LeaseLost` naming the first lost (in the order given)
+        and writes nothing (fencing). So one commit may carry the work of several partitions,
+        each with its checkpoint and under its lease. A name in ``checkpoints`` twice at two
+        positions, or two epochs of one partition in ``leases``, is a ``ValueError``. The results
         are in the appends' order; a store may look them up when they are first read (the
         store must then still be open).
         """
@@ -366,9 +363,7 @@ class StateStore(Protocol):
         self,
         states: Sequence[StateWrite],
         appends: Sequence[StreamAppend],
-        checkpoint: tuple[str, int] | None = None,
         *,
-        lease: Lease | None = None,
         checkpoints: Sequence[tuple[str, int]] = (),
         leases: Sequence[Lease] = (),
     ) -> None:
@@ -378,6 +373,6 @@ class StateStore(Protocol):
         nothing if a state's stored version is not its ``expected_version``, or if an append's
         expected revision does not hold. Leases fence the commit as in
         :meth:`TransactionalStore.append_batch` (:class:`~decider.stores.leases.LeaseLost`,
-        nothing written, if one is no longer held), and ``checkpoints`` extend ``checkpoint``.
+        nothing written, if one is no longer held).
         """
         ...

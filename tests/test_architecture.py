@@ -104,12 +104,6 @@ KNOWN: dict[tuple[str, str], str] = {
         "decider.processors.app.definition",
         "decider.processors.engine.telemetry",
     ): "App.publish and publish_many open a publish span: client.publish(app, store, ...)",
-    # The command processor's lanes read five private fields of CommandProcessor: they go back
-    # into commands/processor.py, or their commit half into the one commit engine.
-    (
-        "decider.processors.commands.lanes",
-        "decider.processors.commands.processor",
-    ): "take_lane, commit_lane, flush_together: CommandProcessor's own (one commit engine)",
     # The EventStoreDB adapter's pieces take the store itself and call its private methods;
     # they go with the adapter's error map and client-internals modules (issue 22, item 4).
     (
@@ -124,10 +118,6 @@ KNOWN: dict[tuple[str, str], str] = {
 """Imports that still break the order or close a circle, and the change that removes each."""
 
 KNOWN |= {  # the second commit of the move (layout.md, "small moves") removes these
-    (
-        "decider.processors.engine.sharing",
-        "decider.processors.engine.base",
-    ): "sharing takes Context from engine._values, where it is defined",
     (
         "decider.processors.service.metrics",
         "decider.processors.service.service",

@@ -51,14 +51,14 @@ from decider.codec import describe, parse_type
 from decider.processors.app import decoding, streams
 from decider.processors.app.definition import HandlerRegistration
 from decider.processors.app.messages import RETRIED
-from decider.processors.commands import lanes
 from decider.processors.commands.handlers import AttemptFailed, GaveUp
 from decider.processors.commands.parking import Parking
 from decider.processors.commands.pool import CommandPool, Conclusion, HandlerLoad, Job
 from decider.processors.commands.replay import ReplayGuard, concluded_mark_name
-from decider.processors.commands.watermark import Entry, Lanes
+from decider.processors.commands.watermark import Entry, Lanes, Taken
 from decider.processors.engine.base import Context, Outcome, Processor, Skip, Unit
 from decider.processors.engine.sharing import ALL, IDLE_CHECKPOINT_EVERY
+from decider.stores import Lease
 from decider.stores.errors import CorruptEvent
 from decider.stores.protocol import (
     ANY,
@@ -81,6 +81,18 @@ MOVE_GRACE = 1.0
 be committed, for the partitions still held) before the processor resubscribes."""
 
 _SUBMITTED = object()
+
+
+@attrs.frozen
+class LanePlan:
+    """What one lane (a partition's, or all the work's) has to commit at a flush."""
+
+    key: int
+    taken: Taken
+    mark: int | None
+    """The checkpoint to commit (``None``: it did not move)."""
+    beyond: int | None
+    """The concluded mark to store after (or with) the commit (``None``: none to)."""
 
 
 class CommandProcessor(Processor):
@@ -290,29 +302,86 @@ class CommandProcessor(Processor):
 
     def flush(self) -> None:
         """Commit what concluded since the last flush, each key's (partition's) with its
-        checkpoint at its mark: in a group, every partition's in one transaction under every
-        lease where it can (:meth:`_flush_together`), else each on its own under its fence."""
+        checkpoint at its mark, with the commit engine
+        (:meth:`~decider.processors.engine.committing.Committing.commit_partitions`): in a
+        group, every partition's in one transaction under every lease where it can, else each
+        on its own under its fence. Outcomes that fail to commit are kept for the next life."""
         idle_due = self.share.idle_due()
         read = self._read
         keys = self.share.held_keys()
         held = self.share.held_now()
-        plans = [plan for key in keys if (plan := lanes.take_lane(self, key, idle_due, held))]
-        wrote = bool(plans)
-        if len(plans) < 2 or not lanes.flush_together(self, plans):
-            wrote = False
-            for plan in plans:
-                if not self.share.still_held(plan.key):
-                    self.marks.drop(plan.key)  # lost while committing them together
-                    self.share.let_go(plan.key)
-                    continue
-                wrote |= lanes.commit_lane(self, plan)
+        plans = {plan.key: plan for key in keys if (plan := self._plan(key, idle_due, held))}
+        done: set[int] = set()
+        try:
+            committed = self.commit_partitions(
+                list(plans),
+                functools.partial(self._together, plans, done),
+                functools.partial(self._alone, plans, done),
+            )
+        except BaseException:
+            for plan in plans.values():
+                if plan.key not in done:
+                    self._uncommitted.update(plan.taken.outcomes)
+            raise
+        for key in committed:
+            plan = plans[key]
+            if plan.mark is not None:
+                self.share.committed_to(key, plan.mark)
+            if plan.beyond is not None:
+                self._concluded_marks[key] = plan.beyond
         marks = [self.share.mark(key) for key in keys]
         if marks and all(mark is not None for mark in marks):
             self.committed = min(mark for mark in marks if mark is not None)
         if self.marks.idle():
             self._settled = read  # every input read up to there is done, and committed
-        if wrote:
+        if committed:
             self.context.progress()
+
+    def _plan(self, key: int, idle_due: bool, held: dict[int, Lease] | None) -> LanePlan | None:
+        """What concluded in ``key``'s lane, to commit (``None``: nothing to, now)."""
+        if not self.share.still_held(key, held):
+            self.marks.drop(key)  # released or lost: the new owner carries its commands out
+            self.share.let_go(key)  # or, if it is held after all, the next life here
+            return None
+        taken = self.marks.lane(key).take()
+        # With nothing in hand, every input of the lane up to what was read has concluded.
+        mark = self._read if taken.drained and self._read is not None else taken.mark
+        moved = mark is not None and mark != self.share.mark(key)
+        if not taken.appends and (not moved or (taken.mark is None and not idle_due)):
+            return None  # an idle partition's checkpoint moves on about once a second
+        concluded = self._concluded_marks.get(key)
+        beyond = taken.beyond
+        if not self._transactional or (concluded is not None and (beyond or 0) <= concluded):
+            beyond = None
+        return LanePlan(key, taken, mark if moved else None, beyond)
+
+    def _together(self, plans: dict[int, LanePlan], done: set[int]) -> Outcome:
+        """Every lane's commit in one: their appends, checkpoints and concluded marks (in the
+        commit itself, so never past what is stored)."""
+        checkpoints: list[tuple[str, int]] = []
+        for plan in plans.values():
+            name = self.share.checkpoint_name(plan.key)
+            if plan.mark is not None:
+                checkpoints.append((name, plan.mark))
+            if plan.beyond is not None:
+                checkpoints.append((concluded_mark_name(name), plan.beyond))
+        appends = [item for plan in plans.values() for item in plan.taken.appends]
+        return Outcome(appends, None, [lambda: done.update(plans)], checkpoints)
+
+    def _alone(self, plans: dict[int, LanePlan], done: set[int], key: int) -> None:
+        """Commit ``key``'s lane on its own (under its fence)."""
+        plan = plans[key]
+        self.settle(Outcome(plan.taken.appends, plan.mark))
+        done.add(key)
+        if plan.beyond is not None:
+            # After the commit, so it never claims more than is stored (a crash in between
+            # costs at most a second call of a handler, whose results are then kept as
+            # stored); under the fence like the commit.
+            self.save_mark(concluded_mark_name(self.share.checkpoint_name(key)), plan.beyond)
+
+    def partition_dropped(self, key: int) -> None:
+        """Its commands in hand are not committed here: the new owner carries them out."""
+        self.marks.drop(key)
 
     def _flush_ready(self) -> None:
         if self.marks.ready():

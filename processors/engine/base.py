@@ -15,28 +15,32 @@ engine owns everything after that; this module:
   nothing; the processor drops the lease and resumes from the checkpoints of what it still
   holds.
 
-and its base class :class:`~decider.processors.engine._committing.Committing` (moved apart to keep
-one concern a module): committing an outcome (one transaction where the store allows), the one
-bounded reload-and-retry loop on revision conflicts, the skip records
-(``decider-skipped-<processor>``) and derived event ids. The values they exchange
-(:class:`Context`, :class:`Outcome`, :class:`Skip`, :class:`Unit`) live in
-:mod:`decider.processors.engine._values` and are imported from here.
+Committing what the policy returns is the commit engine's
+(:mod:`decider.processors.engine.committing`, the base class of :class:`Processor`): how a batch
+is written on the store, several partitions' work together, the back-off on an unavailable
+store, the conflict loop and the skip records. :class:`Context` (what a processor runs with)
+comes from :mod:`decider.processors.engine.context`; it, :class:`Outcome` and :class:`Unit` are
+imported from here too.
 """
 
 from __future__ import annotations
 
 import abc
 import logging
-import random
 import threading
 from collections.abc import Callable, Sequence
 
 from decider.codec import describe
 from decider.processors.engine import logs, telemetry
-from decider.processors.engine._committing import MAX_CONFLICT_RETRIES, Committing
-from decider.processors.engine._values import Context, Outcome, Skip, Unit
+from decider.processors.engine.committing import (
+    MAX_CONFLICT_RETRIES,
+    Backoff,
+    Committing,
+    Outcome,
+    Unit,
+)
+from decider.processors.engine.context import Context
 from decider.processors.engine.failures import (
-    PERMANENT,
     ErrorLog,
     Failure,
     classify,
@@ -44,16 +48,7 @@ from decider.processors.engine.failures import (
 )
 from decider.processors.engine.sharing import LeaseNotHeld, Share
 from decider.stores import LeaseLost
-from decider.stores.errors import WrongExpectedVersion
-from decider.stores.leases import commits_together
-from decider.stores.protocol import (
-    CaughtUp,
-    Filter,
-    PipelinedStore,
-    RecordedEvent,
-    Subscription,
-    TransactionalStore,
-)
+from decider.stores.protocol import CaughtUp, Filter, RecordedEvent, Subscription
 
 __all__ = [
     "ERRORS_KEPT",
@@ -74,6 +69,14 @@ LOGGER = logging.getLogger("decider")
 (``decider.processors.<module>``), so a level set here governs them all."""
 
 
+class Skip(Exception):
+    """Raised by a policy for an input it cannot handle; the reason is recorded."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
 class Processor(Committing):
     """A named catch-up subscription whose policy handles batches; the engine commits them.
 
@@ -88,18 +91,11 @@ class Processor(Committing):
     filter: Filter
 
     def __init__(self, context: Context) -> None:
-        self.context = context
-        self.committed: int | None = None
+        super().__init__(context)
         self.caught_up = False
         self.errors = ErrorLog(ERRORS_KEPT)
-        self.conflicts = 0
-        self.skipped = 0
         self._subscription: Subscription | None = None
         self._lock = threading.Lock()
-        self._transactional = isinstance(context.store, TransactionalStore)
-        self._joint = self._transactional and commits_together(context.store)
-        self._pipelined = isinstance(context.store, PipelinedStore)
-        self._random = random.Random()
         self.share = Share(self)
         """This processor's share of its group's work (all of it without a group)."""
 
@@ -123,12 +119,13 @@ class Processor(Committing):
     def run(self) -> None:
         """Consume until the service stops; after a failure, back off and resume from the
         checkpoint (a transient store failure is logged as a warning, anything else with its
-        traceback); only ``KeyboardInterrupt`` ends the thread early."""
-        backoff = 0.1
+        traceback; the commit engine's back-off); only ``KeyboardInterrupt`` ends the thread
+        early."""
+        backoff = Backoff(self.context.stop)
         while not self.context.stop.is_set():
             try:
                 self.consume()
-                backoff = 0.1
+                backoff.reset()
             except (LeaseLost, LeaseNotHeld) as exc:
                 self.share.lease_gone(exc)
             except BaseException as exc:
@@ -138,7 +135,6 @@ class Processor(Committing):
                 if self.context.stop.is_set():
                     break
                 self.recover(exc, failure, backoff)
-                backoff = min(backoff * 2, 5.0)
         self.engine_log.info(
             "%s stopped at position %s",
             self.name,
@@ -146,26 +142,20 @@ class Processor(Committing):
             extra={"position": self.committed},
         )
 
-    def recover(self, exc: BaseException, failure: Failure, backoff: float) -> None:
-        """Count and log ``exc``, then wait ``backoff`` seconds (a stop interrupts the wait)."""
-        self.errors.append(exc)
+    def recover(self, exc: BaseException, failure: Failure, backoff: Backoff) -> None:
+        """Count and log ``exc``, then wait out ``backoff`` (a stop interrupts the wait)."""
         if failure is Failure.RETRY:
-            self.engine_log.warning(
-                "%s: the store is unavailable (%s); retrying from its checkpoint in %.1fs",
-                self.name,
-                describe(exc),
-                backoff,
-                extra={"position": self.committed},
-            )
-        else:
-            self.engine_log.error(
-                "%s failed; resuming from its checkpoint in %.1fs",
-                self.name,
-                backoff,
-                exc_info=exc,
-                extra={"position": self.committed},
-            )
-        self.context.stop.wait(backoff)
+            self.back_off(exc, backoff, "from its checkpoint")
+            return
+        self.errors.append(exc)
+        self.engine_log.error(
+            "%s failed; resuming from its checkpoint in %.1fs",
+            self.name,
+            backoff.delay,
+            exc_info=exc,
+            extra={"position": self.committed},
+        )
+        backoff.wait()
 
     def consume(self) -> None:
         """One subscription's life: from the checkpoint until stopped (in a group: until what
@@ -239,39 +229,6 @@ class Processor(Committing):
         """Whether this process has work of this processor to do: always, unless in a group
         where it holds none of the app's partitions."""
         return self.share.holds_work()
-
-    def commit_share(self, events: Sequence[RecordedEvent], position: int) -> None:
-        """Handle ``events`` of one partition (``[]``: none) and commit what they lead to with
-        the partition's checkpoint at ``position`` (the share in hand gives name and lease)."""
-        if not events:
-            self.commit(Outcome(position=position))
-            return
-        outcome = self.handle(events)
-        if outcome.position is not None:
-            outcome.position = position
-        self.commit_outcome(outcome, events)
-
-    def commit_together(self, events: Sequence[RecordedEvent], position: int) -> bool:
-        """Handle ``events`` of several partitions and commit what they lead to in one
-        transaction, with every partition's checkpoint at ``position`` under its lease (the
-        share's joint fence in hand); whether it did. ``False``, with nothing written, where
-        the store has no such transaction, or the commit failed a revision check or was
-        rejected: the caller then commits partition by partition (which redoes what failed).
-        """
-        if not self._joint:
-            return False
-        outcome = self.handle(events) if events else Outcome(position=position)
-        if outcome.position is not None:
-            outcome.position = position
-        try:
-            self.commit(outcome)
-        except WrongExpectedVersion as exc:
-            self.conflicts += 1
-            self.resync(exc.stream)
-            return False
-        except PERMANENT:
-            return False
-        return True
 
     def starting(self) -> None:  # a hook: most policies keep no state
         """A subscription life starts, after the checkpoints of the work it does were loaded
@@ -351,9 +308,38 @@ class Processor(Committing):
 
         If the commit fails a revision check (another writer) or the store rejects it for good,
         the batch is redone unit by unit (:meth:`redo_units`), each in the conflict loop. In a
-        group, only the inputs of the partitions held are handled, partition by partition.
+        group, only the inputs of the partitions held are handled, and every partition's work
+        is committed together where the store can, else partition by partition
+        (:meth:`~decider.processors.engine.committing.Committing.commit_partitions`).
         """
-        if self.share.owned is not None:
-            self.share.process(batch)
+        if self.share.owned is None:
+            self.commit_outcome(self.handle(batch), batch)
             return
-        self.commit_outcome(self.handle(batch), batch)
+        end = batch[-1].position
+        work, due = self.share.due_work(batch)
+
+        def together() -> Outcome:  # one handling of every partition's inputs, in log order
+            events = sorted((e for key in due for e in work.get(key, [])), key=_position)
+            return self._decided(events, end)
+
+        def alone(key: int) -> None:
+            events = work.get(key, [])
+            self.commit_outcome(self._decided(events, end), events)
+
+        for key in self.commit_partitions(due, together, alone):
+            self.share.committed_to(key, end)
+        self.committed = end
+
+    def _decided(self, events: Sequence[RecordedEvent], end: int) -> Outcome:
+        """What ``events`` (of the partitions in hand; ``[]``: none) lead to, with the
+        checkpoint at ``end``."""
+        if not events:
+            return Outcome(position=end)
+        outcome = self.handle(events)
+        if outcome.position is not None:
+            outcome.position = end
+        return outcome
+
+
+def _position(event: RecordedEvent) -> int:
+    return event.position

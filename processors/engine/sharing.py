@@ -8,10 +8,10 @@ the work under one *key*, :data:`ALL`, with the processor's own checkpoint (as b
 partitions existed). In a group, each partition the process holds is a key of its own: the
 processor subscribes from the lowest checkpoint of the partitions held, works only on theirs
 (:meth:`Share.key_of`), and commits each partition's work under its lease and with its own
-checkpoint (:meth:`Share.fenced`). The workflow processors commit a batch's work of every
-partition held in one transaction (:meth:`Share.fenced_together`: every partition's appends
-and checkpoint, every lease's epoch checked), and fall back to one commit per partition when
-that fails. A commit whose lease was lost writes nothing
+checkpoint (:meth:`Share.fenced`), or several partitions' work in one transaction under all
+their leases (:meth:`Share.fenced_together`; the commit engine,
+:meth:`~decider.processors.engine.committing.Committing.commit_partitions`, decides which). A
+commit whose lease was lost writes nothing
 (:class:`~decider.stores.leases.LeaseLost`): the partition is dropped and the processor goes on
 with what it still holds.
 
@@ -32,12 +32,12 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Protocol
 
+from decider.processors.engine.context import Context
 from decider.processors.group import partitions
 from decider.stores import Lease, LeaseLost
-from decider.stores.protocol import RecordedEvent, TransactionalStore
+from decider.stores.protocol import RecordedEvent
 
 if TYPE_CHECKING:
-    from decider.processors.engine.base import Context
     from decider.processors.group.membership import PartitionGroup
 
 IDLE_CHECKPOINT_EVERY = 1.0
@@ -68,16 +68,6 @@ class Member(Protocol):
 
     def stop(self) -> None:
         """End the subscription's life (the processor subscribes again, unless stopping)."""
-        ...
-
-    def commit_share(self, events: Sequence[RecordedEvent], position: int) -> None:
-        """Handle ``events`` (``[]``: none) and commit with the checkpoint at ``position``."""
-        ...
-
-    def commit_together(self, events: Sequence[RecordedEvent], position: int) -> bool:
-        """Handle ``events`` of several partitions and commit them in one transaction under
-        the joint fence in hand (:meth:`Share.fenced_together`); whether it did (if not,
-        nothing was written)."""
         ...
 
 
@@ -292,16 +282,6 @@ class Share:
             return self.member.name, None
         raise LeaseNotHeld(f"{self.member.name}: a commit outside a partition's fence")
 
-    def save_mark(self, name: str, position: int) -> None:
-        """Store a mark kept beside the checkpoint (``name``), under the fence in hand: in a
-        group, a process that lost the partition cannot write it either."""
-        context = self.member.context
-        fence: tuple[str, Lease] | None = getattr(self._fence, "value", None)
-        if fence is not None and isinstance(context.store, TransactionalStore):
-            context.store.append_batch([], (name, position), lease=fence[1])
-        else:
-            context.checkpoints.save_checkpoint(name, position)
-
     def lease_gone(self, exc: LeaseLost | LeaseNotHeld) -> None:
         """A commit found its lease lost (or none held): drop the partition, log, pause a
         moment."""
@@ -363,15 +343,15 @@ class Share:
         group = self.group
         return None if group is None else group.partitions()
 
-    # -- the workflow processors' way: each batch's partitions committed together ------------
+    # -- a batch's work --------------------------------------------------------------------
 
-    def process(self, batch: Sequence[RecordedEvent]) -> None:
-        """Handle the inputs of the partitions held and commit them with their checkpoints past
-        ``batch``: in one transaction under every partition's lease where the member can
-        (:meth:`Member.commit_together`), else (or if that failed: a lost lease, a revision
-        conflict, a rejection) each partition's work on its own under its lease."""
+    def due_work(
+        self, batch: Sequence[RecordedEvent]
+    ) -> tuple[dict[int, list[RecordedEvent]], list[int]]:
+        """In a group: ``batch``'s inputs by the partition held they belong to, and the
+        partitions held that have work to commit with their checkpoints past ``batch``: those
+        with inputs, and (about once a second) those whose checkpoint is behind."""
         assert self.owned is not None
-        member = self.member
         end = batch[-1].position
         work: dict[int, list[RecordedEvent]] = defaultdict(list)
         for event in batch:
@@ -384,38 +364,4 @@ class Share:
             for number in self.owned
             if work.get(number) or (idle_due and self._marks.get(number) != end)
         ]
-        if len(due) > 1 and self._together(work, due, end):
-            member.committed = end
-            return
-        for number in due:
-            if number not in self.owned:
-                continue  # lost while committing them together
-            events = work.get(number, [])
-            try:
-                with self.fenced(number):
-                    member.commit_share(events, end)
-            except (LeaseLost, LeaseNotHeld) as exc:
-                self.lease_gone(exc)
-                continue
-            self._marks[number] = end
-        member.committed = end
-
-    def _together(self, work: dict[int, list[RecordedEvent]], due: list[int], end: int) -> bool:
-        """Commit the work of the ``due`` partitions in ``batch`` in one transaction (one
-        commit per batch, not one per partition); whether it did. If a lease was lost, that
-        partition is dropped and nothing was written: the caller commits the others one by
-        one, as after a failed revision check."""
-        events = sorted(
-            (event for number in due for event in work.get(number, [])),
-            key=lambda event: event.position,
-        )
-        try:
-            with self.fenced_together(due):
-                done = self.member.commit_together(events, end)
-        except (LeaseLost, LeaseNotHeld) as exc:
-            self.lease_gone(exc)
-            return False
-        if done:
-            for number in due:
-                self._marks[number] = end
-        return done
+        return work, due

@@ -202,7 +202,7 @@ def redrive(store: EventStore, app: App, skipped: SkippedInput) -> Redriven:
     )
     appends = [StreamAppend(target, [new], ANY), StreamAppend(marker_stream, [marker], ANY)]
     if isinstance(store, TransactionalStore):
-        store.append_batch(appends, None)
+        store.append_batch(appends)
     else:  # the event first: a crash before the marker leaves a re-drive to ask for again
         for item in appends:
             store.append(item.stream, item.events, item.expected_revision)

@@ -42,10 +42,9 @@ from decider.processors.app import decoding, streams
 from decider.processors.engine import telemetry
 from decider.processors.engine.base import Context, Outcome, Processor, Skip, Unit
 from decider.processors.engine.clock import Signal
-from decider.processors.engine.failures import PERMANENT
 from decider.processors.engine.sharing import ALL, LeaseNotHeld
 from decider.stores import LeaseLost
-from decider.stores.errors import CorruptEvent, WrongExpectedVersion
+from decider.stores.errors import CorruptEvent
 from decider.stores.protocol import NO_STREAM, RecordedEvent, StreamAppend
 
 _IDLE_WAIT = 3600.0
@@ -333,15 +332,7 @@ class TimerProcessor(Processor):
                 plan = self._plan_key(key, mine, read if first is None else first - 1, idle_due)
                 if plan is not None:
                     plans.append(plan)
-            if self._fire_together(plans):
-                done_plans = plans
-            else:
-                done_plans = [
-                    plan
-                    for plan in plans
-                    if self.share.still_held(plan.key) and self._commit_key(plan)
-                ]
-            for plan in done_plans:
+            for plan in self._commit_plans(plans):
                 fired.extend(plan.due)
                 live_count += len(plan.live)
                 wrote = True
@@ -374,43 +365,33 @@ class TimerProcessor(Processor):
         appends = [self._fired(timer) for timer in live]
         return _Firing(key, due, live, appends, checkpoint if moved else None)
 
-    def _commit_key(self, plan: _Firing) -> bool:
-        """Commit ``plan`` under its partition's fence; whether it did."""
-        try:
-            with self.share.fenced(plan.key):
-                self.commit_outcome(Outcome(plan.appends, plan.checkpoint), [])
-        except (LeaseLost, LeaseNotHeld) as exc:
-            self.share.lease_gone(exc)
-            return False
-        if plan.checkpoint is not None:
-            self._saved[plan.key] = plan.checkpoint
-        return True
+    def _commit_plans(self, plans: list[_Firing]) -> list[_Firing]:
+        """Commit ``plans`` (each partition's firing) with the commit engine: several
+        partitions' in one transaction where the store can, else each under its fence; the
+        plans committed."""
+        by_key = {plan.key: plan for plan in plans}
 
-    def _fire_together(self, plans: list[_Firing]) -> bool:
-        """Commit the plans of several partitions in one transaction, each checkpoint under
-        its lease (a store that commits several partitions at once); whether it did. If not,
-        nothing was written: the caller commits them one by one."""
-        if len(plans) < 2 or not self._joint:
-            return False
-        checkpoints = [
-            (self.share.checkpoint_name(plan.key), plan.checkpoint)
-            for plan in plans
-            if plan.checkpoint is not None
-        ]
-        appends = [item for plan in plans for item in plan.appends]
-        try:
-            with self.share.fenced_together([plan.key for plan in plans]):
-                self.commit(Outcome(appends, None, checkpoints=checkpoints))
-        except (LeaseLost, LeaseNotHeld) as exc:
-            self.share.lease_gone(exc)
-            return False
-        except (WrongExpectedVersion, *PERMANENT):
-            return False  # each partition on its own resolves it
-        for plan in plans:
+        def together() -> Outcome:
+            checkpoints = [
+                (self.share.checkpoint_name(plan.key), plan.checkpoint)
+                for plan in plans
+                if plan.checkpoint is not None
+            ]
+            appends = [item for plan in plans for item in plan.appends]
+            return Outcome(appends, None, [self._joint_fired], checkpoints)
+
+        def alone(key: int) -> None:
+            plan = by_key[key]
+            self.commit_outcome(Outcome(plan.appends, plan.checkpoint), [])
+
+        done = [by_key[key] for key in self.commit_partitions(list(by_key), together, alone)]
+        for plan in done:
             if plan.checkpoint is not None:
                 self._saved[plan.key] = plan.checkpoint
+        return done
+
+    def _joint_fired(self) -> None:
         self.joint_firings += 1
-        return True
 
     def _fired_counted(self, fired: list[PendingTimer], live: int, wrote: bool) -> None:
         if fired:

@@ -169,27 +169,15 @@ class StateStoredProcessor(DecidingProcessor):
         if not isinstance(outcome, StateOutcome) or not outcome.states:
             super()._write(outcome)
             return
-        position = outcome.position
-        joint = self.share.joint_fence()
-        if joint:
-            # Several partitions' rows in one transaction, each checkpoint under its lease.
-            checkpoints = [] if position is None else [(name, position) for name, _ in joint]
-            self.store.commit_states(
-                outcome.states,
-                outcome.appends,
-                checkpoints=[*checkpoints, *outcome.checkpoints],
-                leases=[lease for _, lease in joint],
-            )
-        else:
-            # The lease is checked in the transaction (fencing): a process that lost it while
-            # paused commits nothing.
-            name, lease = self.share.commit_fence()
-            checkpoint = None if position is None else (name, position)
-            self.store.commit_states(outcome.states, outcome.appends, checkpoint, lease=lease)
-        if position is not None:
-            self.committed = position
-        for done in outcome.on_commit:
-            done()
+        # The leases are checked in the transaction (fencing): a process that lost one while
+        # paused commits nothing.
+        fence = self.fence(outcome, writes=True)
+        assert fence is not None  # a commit with writes has a fence, or raises
+        checkpoints, leases = fence
+        self.store.commit_states(
+            outcome.states, outcome.appends, checkpoints=checkpoints, leases=leases
+        )
+        self._written(outcome)
 
     def _remember(self, work: dict[str, _Work]) -> None:
         for stream, w in work.items():

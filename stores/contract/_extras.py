@@ -87,7 +87,7 @@ class TransactionContract:
                 StreamAppend(scope.stream("a"), a_events, NO_STREAM),
                 StreamAppend(scope.stream("b"), b_events, 0),
             ],
-            checkpoint=(scope.stream("proc"), 42),
+            checkpoints=[(scope.stream("proc"), 42)],
         )
         log = scope.log()
         assert [r.next_expected_revision for r in results] == [1, 3]
@@ -111,7 +111,7 @@ class TransactionContract:
                     StreamAppend(scope.stream("b"), new_events(1), 5),
                     StreamAppend(scope.stream("c"), new_events(1), ANY),
                 ],
-                checkpoint=(scope.stream("proc"), 99),
+                checkpoints=[(scope.stream("proc"), 99)],
             )
         assert caught.value.stream == scope.stream("b")
         assert scope.log() == log
@@ -125,9 +125,9 @@ class TransactionContract:
             StreamAppend(scope.stream("a"), new_events(2), NO_STREAM),
             StreamAppend(scope.stream("b"), new_events(1), ANY),
         ]
-        first = store.append_batch(batch, checkpoint=(scope.stream("proc"), 3))
+        first = store.append_batch(batch, checkpoints=[(scope.stream("proc"), 3)])
         log = scope.log()
-        assert store.append_batch(batch, checkpoint=(scope.stream("proc"), 3)) == first
+        assert store.append_batch(batch, checkpoints=[(scope.stream("proc"), 3)]) == first
         assert scope.log() == log
 
     def test_append_batch_may_append_to_one_stream_twice(self, scope: Scope) -> None:

@@ -8,12 +8,12 @@ owner's claim succeeds: no sleep decides the outcome.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 import pytest
 
 from decider.stores.contract._support import Scope, ids_of, new_events, wait_until
-from decider.stores.leases import Lease, LeaseLost, LeaseStore, commits_together
+from decider.stores.leases import Lease, LeaseLost, LeaseStore
 from decider.stores.protocol import (
     NO_STREAM,
     CheckpointStore,
@@ -124,12 +124,16 @@ class LeaseContract:
         assert old is not None
         first = new_events(1)
         store.append_batch(
-            [StreamAppend(stream, first, NO_STREAM)], (scope.stream("cp"), 1), lease=old
+            [StreamAppend(stream, first, NO_STREAM)],
+            checkpoints=[(scope.stream("cp"), 1)],
+            leases=[old],
         )
         new = _take_over(store, partition, "b")
         with pytest.raises(LeaseLost) as lost:
             store.append_batch(
-                [StreamAppend(stream, new_events(2), 0)], (scope.stream("cp"), 2), lease=old
+                [StreamAppend(stream, new_events(2), 0)],
+                checkpoints=[(scope.stream("cp"), 2)],
+                leases=[old],
             )
         assert lost.value.lease == old and lost.value.current == new
         assert ids_of(store.read_stream(stream)) == ids_of(first)
@@ -137,7 +141,7 @@ class LeaseContract:
         if isinstance(store, CheckpointStore):
             assert store.load_checkpoint(scope.stream("cp")) == 1
         second = new_events(1)
-        store.append_batch([StreamAppend(stream, second, 0)], lease=new)
+        store.append_batch([StreamAppend(stream, second, 0)], leases=[new])
         assert ids_of(store.read_stream(stream)) == ids_of(first + second)
 
     def test_a_fenced_commit_needs_a_lease_that_is_held(self, scope: Scope) -> None:
@@ -145,19 +149,17 @@ class LeaseContract:
         partition, stream = scope.stream("p"), scope.stream("out")
         never = Lease(scope.stream("never"), "a", 1, datetime.now(UTC))
         with pytest.raises(LeaseLost, match="no lease"):
-            store.append_batch([StreamAppend(stream, new_events(1), NO_STREAM)], lease=never)
+            store.append_batch([StreamAppend(stream, new_events(1), NO_STREAM)], leases=[never])
         lease = store.claim_lease(partition, "a", LONG)
         assert lease is not None and store.release_lease(lease)
         with pytest.raises(LeaseLost, match="released"):
-            store.append_batch([StreamAppend(stream, new_events(1), NO_STREAM)], lease=lease)
+            store.append_batch([StreamAppend(stream, new_events(1), NO_STREAM)], leases=[lease])
         assert store.read_stream(stream) == []
 
     def test_one_commit_carries_several_partitions_checkpoints_and_leases(
         self, scope: Scope
     ) -> None:
         store = _leasing(scope.store)
-        if not commits_together(store):
-            pytest.skip("this store commits one partition at a time")
         held = [store.claim_lease(scope.stream(f"p{n}"), "a", LONG) for n in range(3)]
         assert all(lease is not None for lease in held)
         leases = [lease for lease in held if lease is not None]
@@ -172,21 +174,36 @@ class LeaseContract:
         assert ids_of(scope.log()) == ids_of(events)
         if isinstance(store, CheckpointStore):
             assert [store.load_checkpoint(name) for name, _ in marks] == [7, 8, 9]
-        # ``checkpoint`` and ``lease`` count with the lists.
+        # A lease given twice fences once; a checkpoint given twice at one position is stored.
         store.append_batch(
-            [], (scope.stream("cp0"), 10), lease=leases[0], checkpoints=marks[1:2], leases=leases
+            [],
+            checkpoints=[marks[0], (scope.stream("cp1"), 10), marks[0]],
+            leases=[*leases, leases[0]],
         )
         if isinstance(store, CheckpointStore):
-            assert [store.load_checkpoint(name) for name, _ in marks] == [10, 8, 9]
+            assert [store.load_checkpoint(name) for name, _ in marks] == [7, 10, 9]
         with pytest.raises(ValueError, match="two positions"):
-            store.append_batch([], (scope.stream("cp0"), 11), checkpoints=[marks[0]])
+            store.append_batch([], checkpoints=[(scope.stream("cp0"), 11), marks[0]])
+
+    def test_a_commit_takes_only_the_lists_of_checkpoints_and_leases(self, scope: Scope) -> None:
+        """``append_batch`` has no singular ``checkpoint`` or ``lease`` beside the lists."""
+        store = _leasing(scope.store)
+        lease = store.claim_lease(scope.stream("p"), "a", LONG)
+        assert lease is not None
+        append_batch: Any = store.append_batch
+        with pytest.raises(TypeError):
+            append_batch([], (scope.stream("cp"), 1))
+        with pytest.raises(TypeError):
+            append_batch([], checkpoint=(scope.stream("cp"), 1))
+        with pytest.raises(TypeError):
+            append_batch([], lease=lease)
+        if isinstance(store, CheckpointStore):
+            assert store.load_checkpoint(scope.stream("cp")) is None
 
     def test_a_commit_of_several_partitions_with_one_lease_lost_writes_nothing(
         self, scope: Scope
     ) -> None:
         store = _leasing(scope.store)
-        if not commits_together(store):
-            pytest.skip("this store commits one partition at a time")
         kept = store.claim_lease(scope.stream("kept"), "a", LONG)
         old = store.claim_lease(scope.stream("lost"), "a", SHORT)
         assert kept is not None and old is not None

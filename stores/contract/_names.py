@@ -80,7 +80,7 @@ class NameContract:
             StreamAppend(scope.stream("bad\ud800"), new_events(1), NO_STREAM),
         ]
         with pytest.raises(InvalidName):
-            store.append_batch(appends, checkpoint=(scope.stream("cp"), 5))
+            store.append_batch(appends, checkpoints=[(scope.stream("cp"), 5)])
         assert scope.log() == []
         assert store.load_checkpoint(scope.stream("cp")) is None
 

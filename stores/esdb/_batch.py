@@ -22,7 +22,7 @@ How a batch maps onto one atomic write (a "session" below, whichever call carrie
   position are read back in one backwards ``$all`` read from that position (the session's
   records are contiguous there), by event id.
 
-With a lease (``append_batch(..., lease=)``), the session holds one more request: a copy of the
+With leases (``append_batch(..., leases=)``), the session holds one more request: a copy of the
 lease to its stream, expecting the revision where this owner holds it, so a takeover fails the
 whole commit (:mod:`decider.stores.esdb._leases`).
 
@@ -146,9 +146,7 @@ class TransactionalEsdbEventStore(EsdbEventStore):
     def append_batch(
         self,
         appends: Sequence[StreamAppend],
-        checkpoint: tuple[str, int] | None = None,
         *,
-        lease: Lease | None = None,
         checkpoints: Sequence[tuple[str, int]] = (),
         leases: Sequence[Lease] = (),
     ) -> Sequence[AppendResult]:
@@ -156,7 +154,7 @@ class TransactionalEsdbEventStore(EsdbEventStore):
 
         Raises :class:`~decider.stores.errors.WrongExpectedVersion` (naming the first stream
         that failed its check) and writes nothing if any expected revision does not hold.
-        With leases (``lease`` and ``leases``: one commit may carry the work of several
+        With ``leases`` (one commit may carry the work of several
         partitions, each with its checkpoint), the write also appends a copy of each lease to
         its stream, expecting the revision at which this owner holds it: if another owner took
         one over (or it was released), nothing is written and
@@ -168,10 +166,10 @@ class TransactionalEsdbEventStore(EsdbEventStore):
         for item in appends:
             validate_append(len(item.events), item.expected_revision)
             self.name_rules.check_append(item.stream, item.events)
-        marks = batch_checkpoints(checkpoint, checkpoints)
+        marks = batch_checkpoints(checkpoints)
         for name, _ in marks:
             self.name_rules.check(CHECKPOINT, name)
-        fenced_by = batch_leases(lease, leases)
+        fenced_by = batch_leases(leases)
         self._check_open()
         if not fenced_by:
             return self._append_batch(appends, marks, [])

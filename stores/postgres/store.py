@@ -268,22 +268,20 @@ class PostgresEventStore:
     def append_batch(
         self,
         appends: Sequence[StreamAppend],
-        checkpoint: tuple[str, int] | None = None,
         *,
-        lease: Lease | None = None,
         checkpoints: Sequence[tuple[str, int]] = (),
         leases: Sequence[Lease] = (),
     ) -> list[AppendResult]:
         """Apply every append and every checkpoint in one transaction: all of them, or none;
-        with leases (``lease`` and ``leases``), only while every one is still held (else
+        with ``leases``, only while every one is still held (else
         :class:`~decider.stores.leases.LeaseLost` naming the first lost); the check holds the
         leases' rows against a takeover until the commit."""
-        fences = batch_leases(lease, leases)
+        fences = batch_leases(leases)
 
         def fence(connection: _Connection) -> None:
             lease_rows.fence_all(self._sql.leases, connection, fences)
 
-        return self._commit_batch(appends, batch_checkpoints(checkpoint, checkpoints), fence)
+        return self._commit_batch(appends, batch_checkpoints(checkpoints), fence)
 
     def _commit_batch(
         self,
@@ -421,22 +419,20 @@ class PostgresEventStore:
         self,
         writes: Sequence[StateWrite],
         appends: Sequence[StreamAppend],
-        checkpoint: tuple[str, int] | None = None,
         *,
-        lease: Lease | None = None,
         checkpoints: Sequence[tuple[str, int]] = (),
         leases: Sequence[Lease] = (),
     ) -> None:
         """Write every state (version-checked), append and checkpoint in one transaction;
         with leases, only while every one is still held (as :meth:`append_batch`)."""
         self._states.ensure(self._using)
-        fences = batch_leases(lease, leases)
+        fences = batch_leases(leases)
 
         def first(connection: _Connection) -> None:
             lease_rows.fence_all(self._sql.leases, connection, fences)
             self._states.write(connection, writes)
 
-        self._commit_batch(appends, batch_checkpoints(checkpoint, checkpoints), first)
+        self._commit_batch(appends, batch_checkpoints(checkpoints), first)
 
     def close(self) -> None:
         """Close every connection, stop the listening thread and end every subscription; safe

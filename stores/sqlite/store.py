@@ -172,18 +172,14 @@ class SqliteEventStore:
     def append_batch(
         self,
         appends: Sequence[StreamAppend],
-        checkpoint: tuple[str, int] | None = None,
         *,
-        lease: Lease | None = None,
         checkpoints: Sequence[tuple[str, int]] = (),
         leases: Sequence[Lease] = (),
     ) -> list[AppendResult]:
         """Apply every append and every checkpoint in one transaction: all of them, or none;
-        with leases (``lease`` and ``leases``), only while every one is still held (else
+        with ``leases``, only while every one is still held (else
         :class:`~decider.stores.leases.LeaseLost` naming the first lost)."""
-        return self._commit_batch(
-            appends, batch_checkpoints(checkpoint, checkpoints), batch_leases(lease, leases)
-        )
+        return self._commit_batch(appends, batch_checkpoints(checkpoints), batch_leases(leases))
 
     def claim_lease(self, partition: str, owner: str, ttl: float) -> Lease | None:
         """Take the lease on ``partition`` for ``ttl`` seconds (see
@@ -292,9 +288,7 @@ class SqliteEventStore:
         self,
         writes: Sequence[StateWrite],
         appends: Sequence[StreamAppend],
-        checkpoint: tuple[str, int] | None = None,
         *,
-        lease: Lease | None = None,
         checkpoints: Sequence[tuple[str, int]] = (),
         leases: Sequence[Lease] = (),
     ) -> None:
@@ -302,8 +296,8 @@ class SqliteEventStore:
         with leases, only while every one is still held (as :meth:`append_batch`)."""
         self._commit_batch(
             appends,
-            batch_checkpoints(checkpoint, checkpoints),
-            batch_leases(lease, leases),
+            batch_checkpoints(checkpoints),
+            batch_leases(leases),
             lambda connection: states.write(connection, writes),
         )
 

@@ -71,7 +71,9 @@ def test_a_takeover_by_another_process_fails_the_fenced_commit_as_a_whole(
     old = transactional.claim_lease(partition, "a", 0.2)
     assert old is not None
     first = new_events(1)
-    transactional.append_batch([StreamAppend(stream, first, NO_STREAM)], (checkpoint, 1), lease=old)
+    transactional.append_batch(
+        [StreamAppend(stream, first, NO_STREAM)], checkpoints=[(checkpoint, 1)], leases=[old]
+    )
     taken: list[Lease] = []
 
     def took_over() -> bool:
@@ -87,7 +89,7 @@ def test_a_takeover_by_another_process_fails_the_fenced_commit_as_a_whole(
     # session's expected revision on the lease stream notices the takeover
     with pytest.raises(LeaseLost) as lost:
         transactional.append_batch(
-            [StreamAppend(stream, new_events(2), 0)], (checkpoint, 2), lease=old
+            [StreamAppend(stream, new_events(2), 0)], checkpoints=[(checkpoint, 2)], leases=[old]
         )
     assert lost.value.current == new
     assert ids_of(transactional.read_stream(stream)) == ids_of(first)
@@ -100,9 +102,9 @@ def test_a_renewal_elsewhere_by_the_same_owner_does_not_fail_the_commit(
     partition, stream = _name("p"), _name("out")
     lease = transactional.claim_lease(partition, "a", 60)
     assert lease is not None
-    transactional.append_batch([StreamAppend(stream, new_events(1), NO_STREAM)], lease=lease)
+    transactional.append_batch([StreamAppend(stream, new_events(1), NO_STREAM)], leases=[lease])
     other.renew_lease(lease, 60)  # moves the lease stream's revision behind our back
-    transactional.append_batch([StreamAppend(stream, new_events(1), 0)], lease=lease)
+    transactional.append_batch([StreamAppend(stream, new_events(1), 0)], leases=[lease])
     assert len(transactional.read_stream(stream)) == 2
     [listed] = [x for x in other.leases() if x.partition == partition]
     assert (listed.owner, listed.epoch) == ("a", lease.epoch)

@@ -49,7 +49,8 @@ def test_a_batch_and_its_checkpoint_are_one_contiguous_write(
     a, b = f"{name}-a", f"{name}-b"
     assert isinstance(store, TransactionalEsdbEventStore)
     store.append_batch(
-        [StreamAppend(a, new(2), NO_STREAM), StreamAppend(b, new(1), NO_STREAM)], (name, 42)
+        [StreamAppend(a, new(2), NO_STREAM), StreamAppend(b, new(1), NO_STREAM)],
+        checkpoints=[(name, 42)],
     )
     written = [r for r in server.log.records if r.stream in (a, b, CHECKPOINT_STREAM_PREFIX + name)]
     assert [(r.stream, r.revision) for r in written] == [
@@ -77,7 +78,8 @@ def test_a_conflict_names_the_stream_and_its_revision_and_writes_nothing(
     store.append(b, new(2), NO_STREAM)
     with pytest.raises(WrongExpectedVersion) as raised:
         store.append_batch(
-            [StreamAppend(a, new(1), NO_STREAM), StreamAppend(b, new(1), 0)], (name, 7)
+            [StreamAppend(a, new(1), NO_STREAM), StreamAppend(b, new(1), 0)],
+            checkpoints=[(name, 7)],
         )
     assert (raised.value.stream, raised.value.expected, raised.value.actual) == (b, 0, 1)
     assert store.read_stream(a) == []
@@ -92,7 +94,7 @@ def test_a_tombstoned_stream_is_stream_deleted(
     store.append(name, new(1), NO_STREAM)
     server.log.tombstone(name, ANY_REVISION, lambda: True)
     with pytest.raises(StreamDeleted):
-        store.append_batch([StreamAppend(name, new(1), ANY)], None)
+        store.append_batch([StreamAppend(name, new(1), ANY)])
 
 
 def test_metadata_v2_cannot_carry_is_appended_stream_by_stream_as_it_is(
@@ -100,7 +102,7 @@ def test_metadata_v2_cannot_carry_is_appended_stream_by_stream_as_it_is(
 ) -> None:
     assert isinstance(store, TransactionalEsdbEventStore)
     odd = new(1, metadata=b'{"count": 3}')  # not a string: no AppendRecords property
-    store.append_batch([StreamAppend(name, odd, NO_STREAM)], (name, 5))
+    store.append_batch([StreamAppend(name, odd, NO_STREAM)], checkpoints=[(name, 5)])
     assert [e.metadata for e in store.read_stream(name)] == [b'{"count": 3}']
     assert store.load_checkpoint(name) == 5
 
@@ -108,8 +110,8 @@ def test_metadata_v2_cannot_carry_is_appended_stream_by_stream_as_it_is(
 def test_a_batch_sent_again_is_idempotent(store: EsdbEventStore, name: str) -> None:
     assert isinstance(store, TransactionalEsdbEventStore)
     batch = [StreamAppend(f"{name}-a", new(2), NO_STREAM), StreamAppend(name, new(1), NO_STREAM)]
-    first = list(store.append_batch(batch, (name, 9)))
-    again = list(store.append_batch(batch, (name, 9)))
+    first = list(store.append_batch(batch, checkpoints=[(name, 9)]))
+    again = list(store.append_batch(batch, checkpoints=[(name, 9)]))
     assert again == first
     assert [len(store.read_stream(s)) for s in (f"{name}-a", name)] == [2, 1]
 
@@ -122,7 +124,7 @@ def test_a_batch_resent_beside_a_new_checkpoint_is_completed_however_many_stream
     # received metadata: the adapter must still find what is stored and write the rest.
     assert isinstance(store, TransactionalEsdbEventStore)
     batch = [StreamAppend(f"{name}-{n:04d}", new(1), NO_STREAM) for n in range(300)]
-    store.append_batch(batch, (name, 1))
-    store.append_batch(batch, (name, 2))
+    store.append_batch(batch, checkpoints=[(name, 1)])
+    store.append_batch(batch, checkpoints=[(name, 2)])
     assert store.load_checkpoint(name) == 2
     assert all(len(store.read_stream(item.stream)) == 1 for item in batch)

@@ -222,13 +222,13 @@ def test_a_store_outage_is_survived_by_resuming_from_the_checkpoint(app_name: st
     app, _ = job_app(app_name, retry=FAST)
     original, failures = store.append_batch, list[int]()
 
-    def flaky(appends: Any, checkpoint: Any = None) -> Any:
+    def flaky(appends: Any, **fences: Any) -> Any:
         if not failures:
             failures.append(1)
             raise StoreUnavailable("the disk went away for a moment")
-        return original(appends, checkpoint)
+        return original(appends, **fences)
 
-    store.append_batch = flaky  # type: ignore[method-assign,assignment]
+    store.append_batch = flaky  # type: ignore[method-assign]
     app.publish(store, JobRequested(job_id="j", action="ok"), "jobs")
     with Service(app, store) as service:
         assert service.wait_until(lambda: completed(store, app, "j"), 30)

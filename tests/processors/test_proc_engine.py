@@ -71,11 +71,11 @@ class Rejecting:
         if name != "append_batch":
             return attr
 
-        def append_batch(appends: Sequence[StreamAppend], checkpoint: Any) -> Any:
+        def append_batch(appends: Sequence[StreamAppend], **fences: Any) -> Any:
             for item in appends:
                 if self.fails(item.stream):
                     raise self.error(item.stream)
-            return attr(appends, checkpoint)
+            return attr(appends, **fences)
 
         return append_batch
 
@@ -260,13 +260,13 @@ def test_a_store_outage_at_commit_keeps_the_handler_results_instead_of_running_i
     app, calls = job_app("outage", retry=FAST)
     original, failures = store.append_batch, list[int]()
 
-    def flaky(appends: Any, checkpoint: Any = None) -> Any:
+    def flaky(appends: Any, **fences: Any) -> Any:
         if len(failures) < 3 and any(a.stream.startswith("do_work-") for a in appends):
             failures.append(1)
             raise StoreUnavailable("read-only for a while")
-        return original(appends, checkpoint)
+        return original(appends, **fences)
 
-    store.append_batch = flaky  # type: ignore[method-assign,assignment]
+    store.append_batch = flaky  # type: ignore[method-assign]
     app.publish(store, JobRequested(job_id="j", action="ok"), "jobs")
     with Service(app, store) as service:
         assert service.wait_until(

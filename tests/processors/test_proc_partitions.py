@@ -23,6 +23,7 @@ from decider.processors.app.streams import (
 )
 from decider.processors.cli import main
 from decider.processors.commands.processor import CommandProcessor
+from decider.processors.engine.committing import writer_for
 from decider.processors.group.membership import PartitionGroup
 from decider.processors.group.partitions import (
     PartitionCountMismatch,
@@ -33,9 +34,9 @@ from decider.processors.group.partitions import (
     partition_of,
 )
 from decider.processors.timers.processor import TimerProcessor
-from decider.stores.leases import Lease, commits_together
+from decider.stores.leases import Lease
 from decider.stores.memory import MemoryEventStore
-from decider.stores.protocol import StreamAppend
+from decider.stores.protocol import StreamAppend, TransactionalStore
 from decider.stores.sqlite import SqliteEventStore
 from samples.traffic_fine.app import REPORTS_STREAM, make_app, make_state_stored_app
 from samples.traffic_fine.workflow import workflow
@@ -200,16 +201,13 @@ def _count_joint_commits(store: MemoryEventStore) -> dict[str, list[int]]:
 
     def counting(
         appends: Sequence[StreamAppend],
-        checkpoint: tuple[str, int] | None = None,
         *,
-        lease: Lease | None = None,
         checkpoints: Sequence[tuple[str, int]] = (),
         leases: Sequence[Lease] = (),
     ) -> Any:
-        marks = [*([] if checkpoint is None else [checkpoint]), *checkpoints]
-        processor = marks[0][0].rsplit(".", 1)[0] if marks else "-"
-        counts[processor].append(len(leases) + (lease is not None))
-        return original(appends, checkpoint, lease=lease, checkpoints=checkpoints, leases=leases)
+        processor = checkpoints[0][0].rsplit(".", 1)[0] if checkpoints else "-"
+        counts[processor].append(len(leases))
+        return original(appends, checkpoints=checkpoints, leases=leases)
 
     store.append_batch = counting  # type: ignore[method-assign]
     return counts
@@ -235,14 +233,37 @@ def test_a_batch_of_several_partitions_commits_in_one_transaction() -> None:
     assert all(store.load_checkpoint(checkpoint_name(processor, p)) for p in range(16))
 
 
-def test_a_store_whose_append_batch_takes_no_leases_list_commits_per_partition() -> None:
-    class OneLease:
-        def append_batch(self, appends: Any, checkpoint: Any = None, *, lease: Any = None) -> Any:
+def test_how_a_store_commits_is_chosen_by_its_protocols_not_its_signature() -> None:
+    """A TransactionalStore commits several partitions at once, whatever its ``append_batch``
+    spells (a wrapper that forwards ``**fences`` too); others write append by append."""
+
+    class Forwarding:
+        def __init__(self, inner: MemoryEventStore) -> None:
+            self.inner = inner
+
+        def append(self, *args: Any) -> Any:
+            return self.inner.append(*args)
+
+        def append_batch(self, appends: Any, **fences: Any) -> Any:
+            return self.inner.append_batch(appends, **fences)
+
+    class Plain:
+        def append(self, *args: Any) -> Any:
             raise AssertionError("never called")
 
-    assert not commits_together(OneLease())
-    assert not commits_together(object())
-    assert commits_together(MemoryEventStore())
+    memory = MemoryEventStore()
+    assert writer_for(memory, memory).joint
+    forwarding: Any = Forwarding(memory)
+    writer = writer_for(forwarding, memory)
+    assert writer.joint and writer.transactional
+    plain: Any = Plain()
+    assert not writer_for(plain, memory).joint
+    assert not writer_for(plain, memory).pipelined
+    # The joint write goes through the forwarding method with the lists only.
+    lease = memory.claim_lease("p", "me", 60)
+    assert lease is not None
+    writer.write([], [("cp", 3)], [lease])
+    assert memory.load_checkpoint("cp") == 3
 
 
 def test_a_batch_with_one_lease_lost_commits_the_other_partitions() -> None:
@@ -477,7 +498,7 @@ def test_a_state_stored_workflow_in_a_group_keeps_its_checkpoints_per_partition(
 
 def test_timers_due_in_several_partitions_fire_in_one_commit() -> None:
     store = MemoryEventStore()
-    assert commits_together(store)
+    assert isinstance(store, TransactionalStore)
     app = App("jointtimers")
     app.workflow(reminder, inputs={RemindMe: _reminder_id, Reminded: by_correlation})
     group = PartitionGroup(store, app, owner="alone", ttl=5)

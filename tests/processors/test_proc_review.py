@@ -33,9 +33,9 @@ def _fail_once(store: EventStore, touches: Callable[[str], bool]) -> list[str]:
     store.append = failing_append  # type: ignore[method-assign, assignment]
     if append_batch is not None:
 
-        def failing_batch(appends: Sequence[StreamAppend], checkpoint: Any = None) -> Any:
+        def failing_batch(appends: Sequence[StreamAppend], **fences: Any) -> Any:
             check([a.stream for a in appends])
-            return append_batch(appends, checkpoint)
+            return append_batch(appends, **fences)
 
         store.append_batch = failing_batch  # type: ignore[attr-defined]
     return failed

@@ -144,12 +144,12 @@ def test_a_stale_row_conflicts_and_the_input_is_redone(state_store: EventStore) 
 
 def test_a_failed_version_check_writes_nothing(state_store: EventStore) -> None:
     assert isinstance(state_store, StateStore)
-    state_store.commit_states([StateWrite("k", 0, 2, b"two")], [], ("p", 1))
+    state_store.commit_states([StateWrite("k", 0, 2, b"two")], [], checkpoints=[("p", 1)])
     with pytest.raises(WrongExpectedVersion) as raised:
         state_store.commit_states(
             [StateWrite("other", 0, 1, b"one"), StateWrite("k", 1, 3, b"three")],
             [StreamAppend("outbox-k", [NewEvent(uuid.uuid4(), "Began", b"{}")], NO_STREAM)],
-            ("p", 2),
+            checkpoints=[("p", 2)],
         )
     assert raised.value.stream == "k" and raised.value.actual == 2
     assert state_store.load_state("k") is not None
@@ -322,7 +322,7 @@ def test_a_state_commit_under_a_lost_lease_writes_nothing(state_store: EventStor
     outbox = [StreamAppend("outbox-f", [NewEvent(uuid.uuid4(), "Began", b"{}")], NO_STREAM)]
     with pytest.raises(LeaseLost) as lost:
         state_store.commit_states(
-            [StateWrite("f", 0, 1, b"one")], outbox, ("p0", 1), lease=kept, leases=[held]
+            [StateWrite("f", 0, 1, b"one")], outbox, checkpoints=[("p0", 1)], leases=[kept, held]
         )
     assert lost.value.lease == held
     assert state_store.load_state("f") is None

@@ -150,11 +150,11 @@ def test_group_commit_is_used_on_transactional_stores(store: EventStore, app_nam
     if isinstance(store, TransactionalStore):
         original = store.append_batch
 
-        def spy(appends: Any, checkpoint: Any = None) -> Any:
+        def spy(appends: Any, **fences: Any) -> Any:
             batches.append(len(appends))
-            return original(appends, checkpoint)
+            return original(appends, **fences)
 
-        store.append_batch = spy  # type: ignore[method-assign,assignment]
+        store.append_batch = spy  # type: ignore[method-assign]
     n = 25
     for i in range(n):
         app.publish(store, report(i), REPORTS_STREAM)

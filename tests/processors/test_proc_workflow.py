@@ -160,12 +160,12 @@ def test_group_commit_covers_inputs_skips_and_checkpoint(store: EventStore, app_
     seen: list[list[StreamAppend]] = []
     original = store.append_batch
 
-    def spy(appends: Any, checkpoint: Any = None) -> Any:
+    def spy(appends: Any, **fences: Any) -> Any:
         seen.append(list(appends))
-        assert checkpoint is not None
-        return original(appends, checkpoint)
+        assert fences["checkpoints"]
+        return original(appends, **fences)
 
-    store.append_batch = spy  # type: ignore[method-assign,assignment]
+    store.append_batch = spy  # type: ignore[method-assign]
     for i in range(5):
         app.publish(store, Added(tally_id=f"t{i}", amount=i), "tallies")
     app.publish(store, Added(tally_id="", amount=1), "tallies")

@@ -75,7 +75,7 @@ def test_reopening_keeps_events_positions_and_checkpoints() -> None:
     with fresh_schema() as schema:
         store = PostgresEventStore(PG_URI, schema=schema)
         store.append("a", new_events(3), NO_STREAM)
-        store.append_batch([], checkpoint=("proc", 2))
+        store.append_batch([], checkpoints=[("proc", 2)])
         before = store.read_all()
         store.close()
         reopened = PostgresEventStore(PG_URI, schema=schema)

@@ -85,7 +85,7 @@ def test_reopening_a_file_keeps_events_positions_and_checkpoints(tmp_path: Path)
     path = tmp_path / "e.db"
     store = SqliteEventStore(path)
     store.append("a", new_events(3), NO_STREAM)
-    store.append_batch([StreamAppend("b", new_events(1), NO_STREAM)], checkpoint=("proc", 2))
+    store.append_batch([StreamAppend("b", new_events(1), NO_STREAM)], checkpoints=[("proc", 2)])
     before = store.read_all()
     store.close()
 

@@ -41,15 +41,13 @@ def pause_heartbeat(group: PartitionGroup) -> list[Lease]:
 
 def fences_of(store: object, method: str) -> list[int]:
     """Wrap ``store``'s commit ``method`` (``append_batch``, ``commit_states``) to record how
-    many leases fence each call (``lease`` and ``leases``); the list they are added to. The
-    wrapper keeps the method's signature, which the processors inspect
-    (:func:`~decider.stores.leases.commits_together`)."""
+    many leases fence each call (``leases``); the list they are added to."""
     fenced_by: list[int] = []
     original: Callable[..., Any] = getattr(store, method)
 
     @functools.wraps(original)
     def counting(*args: Any, **kwargs: Any) -> Any:
-        fenced_by.append(len(kwargs.get("leases", ())) + (kwargs.get("lease") is not None))
+        fenced_by.append(len(kwargs.get("leases", ())))
         return original(*args, **kwargs)
 
     setattr(store, method, counting)
