@@ -26,6 +26,7 @@ from decider.processors.app.errors import ProcessorDied
 from decider.processors.app.messages import InputSkipped
 from decider.processors.engine.base import Context
 from decider.processors.engine.clock import Signal
+from decider.processors.engine.committing import Backoff
 from decider.processors.engine.failures import ErrorLog
 from decider.processors.workflows.processor import WorkflowProcessor
 from decider.stores.errors import (
@@ -295,3 +296,23 @@ def test_an_instance_stream_nested_too_deeply_skips_its_input(store: EventStore)
     (record,) = skipped(store, name)
     assert "cannot be folded" in record.reason and "nested too deeply" in record.reason
     assert len(store.read_stream("Tally-u")) == 2
+
+
+def test_one_back_off_doubles_to_five_seconds_and_a_stop_ends_its_wait() -> None:
+    """The commit retry and the processor loop's resume wait by the same back-off."""
+    waited: list[float] = []
+
+    class Recording(Signal):
+        def wait(self, timeout: float | None = None) -> bool:
+            assert timeout is not None
+            waited.append(timeout)
+            return self.is_set()
+
+    stop = Recording()
+    backoff = Backoff(stop)
+    assert [backoff.wait() for _ in range(8)] == [False] * 8
+    assert waited == [0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 5.0, 5.0]
+    backoff.reset()
+    stop.set()
+    assert backoff.wait() is True
+    assert waited[-1] == 0.1
