@@ -20,6 +20,9 @@ from returns.result import Failure, Result, Success
 from decider.processors.app.definition import HandlerRegistration
 from decider.processors.app.retry import HandlerFailure
 from decider.processors.engine import failures
+from decider.processors.engine.failures import describe_value
+
+__all__ = ["AttemptFailed", "GaveUp", "describe_value", "interpret", "invoke", "invoke_async"]
 
 
 @attrs.frozen
