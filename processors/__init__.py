@@ -33,6 +33,7 @@ from decider.processors.app.messages import (
     ParkedCommandRetried,
 )
 from decider.processors.app.retry import HandlerFailure, RetryPolicy
+from decider.processors.commands.parking import ParkedCommand
 from decider.processors.commands.pool import HandlerLoad
 from decider.processors.engine.base import LOGGER
 from decider.processors.engine.clock import Clock, FakeClock, Signal, SystemClock
@@ -41,7 +42,6 @@ from decider.processors.operate.queries import (
     HistoryEntry,
     InstanceStatus,
     InstanceView,
-    ParkedCommand,
     list_parked,
     retry_parked,
     show,

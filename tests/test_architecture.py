@@ -125,22 +125,6 @@ KNOWN: dict[tuple[str, str], str] = {
 
 KNOWN |= {  # the second commit of the move (layout.md, "small moves") removes these
     (
-        "decider.processors.engine.sharing",
-        "decider.processors.engine.base",
-    ): "sharing takes Context from engine._values, where it is defined",
-    (
-        "decider.processors.service.metrics",
-        "decider.processors.service.service",
-    ): "the metrics read a service through their own protocol (Watched)",
-    (
-        "decider.processors.workflows.deciding",
-        "decider.processors.operate.operations",
-    ): "CANCEL_TYPE is a message type name: it moves to app.messages",
-    (
-        "decider.processors.commands.group_ledger",
-        "decider.processors.operate.queries",
-    ): "the parked ledger (ParkedCommand, parked_now, retry_request) moves to commands.parking",
-    (
         "decider.stores.esdb._reader",
         "decider.stores.esdb.store",
     ): "map_error moves to esdb._errors, the adapter's error map",

@@ -10,12 +10,8 @@ from typing import Any
 import cattrs
 
 from decider.processors.app.definition import App
-from decider.processors.operate.queries import (
-    HistoryEntry,
-    InstanceStatus,
-    InstanceView,
-    ParkedCommand,
-)
+from decider.processors.commands.parking import ParkedCommand
+from decider.processors.operate.queries import HistoryEntry, InstanceStatus, InstanceView
 
 _CONVERTER = cattrs.Converter()
 

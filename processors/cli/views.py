@@ -8,8 +8,9 @@ from datetime import datetime, timedelta
 
 from decider import Lifecycle, Metadata
 from decider.processors.app.definition import App
+from decider.processors.commands.parking import ParkedCommand
 from decider.processors.operate.listing import InstancePage
-from decider.processors.operate.queries import InstanceStatus, InstanceView, ParkedCommand
+from decider.processors.operate.queries import InstanceStatus, InstanceView
 from decider.processors.operate.skipped import SkippedInput
 
 _CLOSE = timedelta(seconds=1)

@@ -20,9 +20,9 @@ from decider.codec import parse_type
 from decider.processors.app import decoding, streams
 from decider.processors.app.definition import App, HandlerRegistration
 from decider.processors.app.messages import RETRIED, CommandParked, ParkedCommandRetried
+from decider.processors.commands.parking import parked_now, retry_request
 from decider.processors.commands.replay import park_record_id
 from decider.processors.engine import logs
-from decider.processors.operate.queries import parked_now, retry_request
 from decider.stores.consumer_groups import ConsumerGroup
 from decider.stores.errors import CorruptEvent
 from decider.stores.protocol import ANY, EventStore, RecordedEvent, StreamAppend

@@ -32,17 +32,12 @@ from decider.diagram import (
     with_path,
 )
 from decider.processors.app.definition import App
+from decider.processors.commands.parking import ParkedCommand
 from decider.processors.engine.base import Processor
 from decider.processors.group import partitions
 from decider.processors.operate import listing, operations, progress, skipped
 from decider.processors.operate.listing import InstanceQuery
-from decider.processors.operate.queries import (
-    InstanceView,
-    ParkedCommand,
-    list_parked,
-    show,
-    status,
-)
+from decider.processors.operate.queries import InstanceView, list_parked, show, status
 from decider.processors.operate.skipped import NotRedrivable, SkippedInput
 from decider.stores.leases import LeaseStore
 from decider.stores.protocol import CheckpointStore, EventStore

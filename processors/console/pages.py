@@ -18,6 +18,7 @@ import attrs
 from decider import Lifecycle
 from decider.diagram import Diagram, to_mermaid
 from decider.processors.app.definition import App
+from decider.processors.commands.parking import ParkedCommand
 from decider.processors.console import svg
 from decider.processors.console.data import (
     LAG_CAP,
@@ -28,7 +29,7 @@ from decider.processors.console.data import (
     SkippedInput,
 )
 from decider.processors.operate.progress import Progress
-from decider.processors.operate.queries import InstanceView, ParkedCommand
+from decider.processors.operate.queries import InstanceView
 
 NAV = (
     ("/instances", "Instances"),

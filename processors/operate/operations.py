@@ -27,7 +27,7 @@ from decider import (
 from decider.codec import lifecycle_of_type
 from decider.processors.app import decoding, streams
 from decider.processors.app.definition import App
-from decider.processors.app.messages import PartitionCount
+from decider.processors.app.messages import CANCEL_TYPE, PartitionCount
 from decider.processors.app.streams import cancel_stream
 from decider.processors.engine.reading import read_all, read_stream
 from decider.stores.protocol import ANY, CheckpointStore, EventStore, NewEvent, RecordedEvent
@@ -38,9 +38,6 @@ HEARTBEAT_EVERY = 2.0
 HEARTBEAT_TTL = 10.0
 """Seconds after its last heartbeat that a service still counts as holding its app.
 WARNING: compared with this machine's clock: clocks of the machines must agree within it."""
-
-CANCEL_TYPE = "decider.CancelRequested"
-"""The stored type of a cancel request (fields: ``reason``), an input to the instance."""
 
 __all__ = [
     "CANCEL_TYPE",

@@ -36,11 +36,10 @@ from decider import (
 )
 from decider.processors.app import decoding, streams
 from decider.processors.app.definition import App, WorkflowRegistration, by_correlation
-from decider.processors.app.messages import COMMAND_FAILED
+from decider.processors.app.messages import CANCEL_TYPE, COMMAND_FAILED
 from decider.processors.engine import telemetry
 from decider.processors.engine.base import Processor, Skip
 from decider.processors.engine.failures import call_user
-from decider.processors.operate.operations import CANCEL_TYPE
 from decider.processors.workflows.cache import HandledIds
 from decider.stores.errors import CorruptEvent
 from decider.stores.protocol import Filter, RecordedEvent
