@@ -17,7 +17,7 @@ import attrs
 
 from decider import Envelope, Metadata, event_id
 from decider.processors.app import decoding, streams
-from decider.processors.app.definition import App
+from decider.processors.app.definition import AppDefinition
 from decider.processors.app.messages import (
     COMMAND_FAILED,
     CommandFailed,
@@ -50,7 +50,9 @@ class Derive(Protocol):
 class Parking:
     """An app's parked-command ledger, as the command processor writes and reads it."""
 
-    def __init__(self, app: App, derived: Derive, logger: logging.Logger | None, name: str) -> None:
+    def __init__(
+        self, app: AppDefinition, derived: Derive, logger: logging.Logger | None, name: str
+    ) -> None:
         self.app = app
         self.ledger = streams.parked_stream(app.name)
         self._derived = derived
@@ -155,7 +157,9 @@ class ParkedCommand:
     """The traceback (bounded) of the exception the handler raised, if it raised one."""
 
 
-def parked_in(app: App, ledger: list[RecordedEvent]) -> list[tuple[ParkedCommand, RecordedEvent]]:
+def parked_in(
+    app: AppDefinition, ledger: list[RecordedEvent]
+) -> list[tuple[ParkedCommand, RecordedEvent]]:
     """The commands parked now in ``ledger``, each with its last park record."""
     parked: dict[str, tuple[ParkedCommand, RecordedEvent]] = {}
     for record in ledger:
@@ -177,13 +181,15 @@ def parked_in(app: App, ledger: list[RecordedEvent]) -> list[tuple[ParkedCommand
     return list(parked.values())
 
 
-def parked_now(app: App, store: EventStore) -> dict[str, tuple[ParkedCommand, RecordedEvent]]:
+def parked_now(
+    app: AppDefinition, store: EventStore
+) -> dict[str, tuple[ParkedCommand, RecordedEvent]]:
     """The commands of ``app`` parked now, by command id, each with its last park record."""
     ledger = read_stream(store, streams.parked_stream(app.name))
     return {command.command_id: (command, record) for command, record in parked_in(app, ledger)}
 
 
-def retry_request(app: App, command: ParkedCommand, park: RecordedEvent) -> NewEvent:
+def retry_request(app: AppDefinition, command: ParkedCommand, park: RecordedEvent) -> NewEvent:
     """The ledger's request to retry ``command`` after its park record ``park``: one id per
     park (whoever asks), so a command parked again may be retried again."""
     stream = streams.parked_stream(app.name)

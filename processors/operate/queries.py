@@ -14,7 +14,7 @@ import attrs
 from decider import Lifecycle, Metadata, WorkflowEvent, advance, start
 from decider.codec import lifecycle_of_type
 from decider.processors.app import decoding, streams
-from decider.processors.app.definition import App
+from decider.processors.app.definition import AppDefinition
 from decider.processors.app.errors import ConflictsExhausted, InstanceEnded, NotParked
 from decider.processors.commands.parking import (
     ParkedCommand,
@@ -72,7 +72,7 @@ class InstanceStatus:
     status: Lifecycle
 
 
-def show(store: EventStore, app: App, stream: str) -> InstanceView:
+def show(store: EventStore, app: AppDefinition, stream: str) -> InstanceView:
     """The history, folded state and status of the instance stream ``stream``.
 
     Raises :class:`KeyError` if no workflow of ``app`` owns the stream, and
@@ -103,7 +103,9 @@ def show(store: EventStore, app: App, stream: str) -> InstanceView:
     return InstanceView(stream, workflow.name, history, instance.state, instance.status)
 
 
-def status(store: EventStore, app: App, workflow: str | None = None) -> list[InstanceStatus]:
+def status(
+    store: EventStore, app: AppDefinition, workflow: str | None = None
+) -> list[InstanceStatus]:
     """Every instance of ``app``'s workflows (or of one) with its status, by first appearance.
 
     Reads only the lifecycle events (``Began`` and the terminal ones: ``Completed``,
@@ -127,13 +129,15 @@ def status(store: EventStore, app: App, workflow: str | None = None) -> list[Ins
     return list(found.values())
 
 
-def list_parked(store: EventStore, app: App) -> list[ParkedCommand]:
+def list_parked(store: EventStore, app: AppDefinition) -> list[ParkedCommand]:
     """The commands of ``app`` that are parked now (parked, and not retried since)."""
     ledger = read_stream(store, streams.parked_stream(app.name))
     return [command for command, _ in parked_in(app, ledger)]
 
 
-def retry_parked(store: EventStore, app: App, command_id: str, *, force: bool = False) -> str:
+def retry_parked(
+    store: EventStore, app: AppDefinition, command_id: str, *, force: bool = False
+) -> str:
     """Re-queue a parked command: the command processor carries it out again.
 
     Returns the id of the retry request. Raises
@@ -166,7 +170,7 @@ def retry_parked(store: EventStore, app: App, command_id: str, *, force: bool = 
     raise ConflictsExhausted(stream, _RACES)
 
 
-def check_instance_running(store: EventStore, app: App, command: ParkedCommand) -> None:
+def check_instance_running(store: EventStore, app: AppDefinition, command: ParkedCommand) -> None:
     """:class:`~decider.processors.app.errors.InstanceEnded` if ``command`` was sent by a workflow
     instance that has ended since (a command of no instance passes)."""
     if app.workflow_of_stream(command.stream) is None:

@@ -51,7 +51,7 @@ from decider.processors.operate.stuck import StuckWatcher
 from decider.stores.protocol import EventStore, Filter, RecordedEvent
 
 if TYPE_CHECKING:
-    from decider.processors.app.definition import App
+    from decider.processors.app.definition import AppDefinition
     from decider.processors.engine.base import Processor
 
 
@@ -60,7 +60,7 @@ class Watched(Protocol):
     (a :class:`~decider.processors.service.service.Service`)."""
 
     @property
-    def app(self) -> App:
+    def app(self) -> AppDefinition:
         """The app the service runs."""
 
     @property
@@ -100,7 +100,7 @@ class InstanceCounts:
     Memory is a few counters per workflow, not per instance.
     """
 
-    def __init__(self, store: EventStore, app: App) -> None:
+    def __init__(self, store: EventStore, app: AppDefinition) -> None:
         self.store = store
         self.app = app
         terminal = tuple(s.value.capitalize() for s in Lifecycle if s.terminal)
@@ -140,7 +140,7 @@ class LedgerCounts:
     Memory is one id per command parked now and per skip record pending.
     """
 
-    def __init__(self, store: EventStore, app: App) -> None:
+    def __init__(self, store: EventStore, app: AppDefinition) -> None:
         self.store = store
         self.app = app
         self._ledger = streams.parked_stream(app.name)
