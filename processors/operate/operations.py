@@ -1,4 +1,7 @@
-"""What an operator writes: publish an input, request a cancel, reset a processor's checkpoint.
+"""What an operator writes: publish an input, reset a processor's checkpoint, and the heartbeat.
+
+A cancel request is the client's (:mod:`decider.processors.client.cancelling`); ``request_cancel``,
+``CancelRequest`` and ``OperationError`` are exported here too.
 
 Each is one idempotent append (or one checkpoint write) through the protocol. A reset is refused
 while a ``decider run`` service of the app is alive: such a service writes a heartbeat (the
