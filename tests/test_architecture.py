@@ -62,11 +62,11 @@ URI_OPENERS = {
 """The processor modules that may open a store by URI, and why."""
 
 PROCESSOR_LAYERS: list[set[str]] = [
-    {"app"},  # the definition: App, stream names, messages, retry policies, errors, decoding
+    {"app"},  # the definition (AppDefinition), stream names, messages, retry, errors, decoding
     {"group"},  # partitions and membership
     {"engine"},  # the loop, committing, failures, shares of a group, clock, telemetry
     {"workflows", "commands", "timers"},  # the three processors
-    {"client"},  # publish, request, cancel from outside a service
+    {"client"},  # App: the definition with publish, request, cancel from outside a service
     {"operate"},  # the operator's reads and writes
     {"service"},  # every processor of an app in one process
     {"console"},  # the web console
@@ -90,20 +90,6 @@ TEST_SERVER = "decider.stores.esdb.testserver"
 ADAPTER = "decider.stores.esdb"
 
 KNOWN: dict[tuple[str, str], str] = {
-    # App is both the definition and a client: its publish/request/cancel methods import what
-    # sits above app/. They go when client/ takes them off App (issue 22, "client/").
-    (
-        "decider.processors.app.definition",
-        "decider.processors.client.requests",
-    ): "App.request and App.request_async: client.requests.request(app, store, ...)",
-    (
-        "decider.processors.app.definition",
-        "decider.processors.operate.operations",
-    ): "App.cancel: client.cancel(app, store, ...) (request_cancel moves to client/)",
-    (
-        "decider.processors.app.definition",
-        "decider.processors.engine.telemetry",
-    ): "App.publish and publish_many open a publish span: client.publish(app, store, ...)",
     # The command processor's lanes read five private fields of CommandProcessor: they go back
     # into commands/processor.py, or their commit half into the one commit engine.
     (
@@ -124,22 +110,6 @@ KNOWN: dict[tuple[str, str], str] = {
 """Imports that still break the order or close a circle, and the change that removes each."""
 
 KNOWN |= {  # the second commit of the move (layout.md, "small moves") removes these
-    (
-        "decider.processors.engine.sharing",
-        "decider.processors.engine.base",
-    ): "sharing takes Context from engine._values, where it is defined",
-    (
-        "decider.processors.service.metrics",
-        "decider.processors.service.service",
-    ): "the metrics read a service through their own protocol (Watched)",
-    (
-        "decider.processors.workflows.deciding",
-        "decider.processors.operate.operations",
-    ): "CANCEL_TYPE is a message type name: it moves to app.messages",
-    (
-        "decider.processors.commands.group_ledger",
-        "decider.processors.operate.queries",
-    ): "the parked ledger (ParkedCommand, parked_now, retry_request) moves to commands.parking",
     (
         "decider.stores.esdb._reader",
         "decider.stores.esdb.store",

@@ -25,7 +25,7 @@ partition is ``<processor>.p<partition>``.
 it: the workflow of an instance stream is the part before the first ``-``, so ``Order`` and
 ``Order-v2`` can never be confused (``Order-v2`` is not a valid workflow name). An app name
 may hold ``-`` (it only ends a stream name) but not ``.``, which joins a processor's name.
-The names are checked when an :class:`~decider.processors.app.definition.App` registers them
+The names are checked when an :class:`~decider.processors.App` registers them
 (:class:`~decider.processors.app.errors.AppDefinitionError`); a stream name built from data (an
 instance id, a message id) is checked when it is built (:class:`InvalidStreamName`), so an
 input that would make a name no store can hold is skipped with that reason.

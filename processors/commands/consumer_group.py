@@ -62,7 +62,7 @@ import attrs
 
 from decider import Metadata
 from decider.processors.app import decoding, streams
-from decider.processors.app.definition import App, HandlerRegistration
+from decider.processors.app.definition import AppDefinition, HandlerRegistration
 from decider.processors.app.messages import PARKED, RETRIED
 from decider.processors.commands import group_ledger
 from decider.processors.commands.handlers import AttemptFailed
@@ -125,7 +125,9 @@ def default_settings(context: Context) -> GroupSettings:
     )
 
 
-def command_group(store: ConsumerGroupStore, app: App, name: str | None = None) -> ConsumerGroup:
+def command_group(
+    store: ConsumerGroupStore, app: AppDefinition, name: str | None = None
+) -> ConsumerGroup:
     """The consumer group ``name`` (default: the command processor's name) over ``app``'s
     commands, as the command processor joins it; ``ensure`` it with chosen settings before the
     first process starts to run it with those (an existing group keeps its own)."""

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from decider.processors.app.definition import App
+from decider.processors.app.definition import AppDefinition
 from decider.processors.engine.clock import Clock, Signal
 from decider.stores.protocol import CheckpointStore, EventStore, RecordedEvent, StreamAppend
 
@@ -52,7 +52,7 @@ Unit = tuple[RecordedEvent | None, Callable[[], Outcome]]
 class Context:
     """What a processor runs with; shared by the processors of one service run."""
 
-    app: App
+    app: AppDefinition
     store: EventStore
     checkpoints: CheckpointStore
     clock: Clock

@@ -37,7 +37,7 @@ from decider.stores import Lease, LeaseLost
 from decider.stores.protocol import RecordedEvent, TransactionalStore
 
 if TYPE_CHECKING:
-    from decider.processors.engine.base import Context
+    from decider.processors.engine._values import Context
     from decider.processors.group.membership import PartitionGroup
 
 IDLE_CHECKPOINT_EVERY = 1.0
