@@ -44,6 +44,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from decider import streams
 from decider.stores._expectations import check_read_args, validate_append
 from decider.stores.errors import (
     StoreError,
@@ -77,8 +78,9 @@ if TYPE_CHECKING:
     from decider.stores.esdb._persistent import EsdbConsumerGroup
     from decider.stores.esdb._subscription import EsdbSubscription
 
-CHECKPOINT_STREAM_PREFIX = "decider-checkpoint-"
-"""Processor ``name`` keeps its position in stream ``decider-checkpoint-<name>``."""
+CHECKPOINT_STREAM_PREFIX = streams.CHECKPOINT_PREFIX
+"""Processor ``name`` keeps its position in stream ``decider-checkpoint-<name>`` (named by the
+core)."""
 CHECKPOINT_EVENT_TYPE = "$decider-checkpoint"
 """The type of checkpoint events (``$``: a system event, excluded from user subscriptions)."""
 
