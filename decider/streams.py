@@ -5,12 +5,12 @@ streams (:meth:`decider.Workflow.stream`), the processors' own streams (built by
 :mod:`decider.processors.app.streams` from the words here) and the streams a store adapter
 keeps for itself (the EventStoreDB adapter's checkpoints and leases) all come from here::
 
-    <Workflow>-<instance id>         an instance's events            instance_stream
-    <first>-<part>-...               any other name                  stream_name
-    decider-<word>-<name>            the processors' and adapters'   system_stream
-    decider-checkpoint-<name>        a processor's checkpoint (EventStoreDB)
-    decider-lease-<partition>        a partition's lease (EventStoreDB)
-    decider-leaseindex               every partition claimed once (EventStoreDB)
+    <Workflow>-<instance id>    an instance's events                         instance_stream
+    <first>-<part>-...          any other name                               stream_name
+    decider-<word>-<name>       the processors' and adapters' own streams    system_stream
+    decider-checkpoint-<name>   a processor's checkpoint (EventStoreDB)      checkpoint_stream
+    decider-lease-<partition>   a partition's lease (EventStoreDB)           lease_stream
+    decider-leaseindex          every partition claimed once (EventStoreDB)  LEASE_INDEX_STREAM
 
 :data:`SEPARATOR` follows a workflow or handler name, which therefore cannot contain it. The
 first parts in :data:`RESERVED` are the processors' own, so no workflow or handler may take
@@ -30,7 +30,9 @@ __all__ = [
     "SYSTEM",
     "TIMER",
     "TOPIC",
+    "checkpoint_stream",
     "instance_stream",
+    "lease_stream",
     "stream_name",
     "stream_prefix",
     "system_prefix",
@@ -114,3 +116,21 @@ LEASE_PREFIX = system_prefix("lease")
 
 LEASE_INDEX_STREAM = system_stream("leaseindex")
 """The stream that names every partition claimed once (EventStoreDB)."""
+
+
+def checkpoint_stream(name: str) -> str:
+    """The stream a store that keeps checkpoints as events keeps processor ``name``'s in.
+
+    >>> checkpoint_stream("fines.commands")
+    'decider-checkpoint-fines.commands'
+    """
+    return CHECKPOINT_PREFIX + name
+
+
+def lease_stream(partition: str) -> str:
+    """The stream a store that keeps leases as events keeps ``partition``'s lease in.
+
+    >>> lease_stream("fines.workflow.Fine.p0")
+    'decider-lease-fines.workflow.Fine.p0'
+    """
+    return LEASE_PREFIX + partition

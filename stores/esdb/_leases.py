@@ -59,7 +59,7 @@ Read = tuple[Lease | None, int | None]
 
 def lease_stream(partition: str) -> str:
     """The stream that holds ``partition``'s lease."""
-    return LEASE_STREAM_PREFIX + partition
+    return streams.lease_stream(partition)
 
 
 def lease_event(lease: Lease) -> NewEvent:

@@ -371,7 +371,7 @@ class EsdbEventStore:
         """The last position saved for processor ``name``, or ``None``."""
         self.name_rules.check(CHECKPOINT, name)
         self._check_open()
-        stream = CHECKPOINT_STREAM_PREFIX + name
+        stream = streams.checkpoint_stream(name)
         try:
             events = self._client.get_stream(stream, backwards=True, limit=1)
         except CLIENT.not_found:
@@ -394,7 +394,7 @@ class EsdbEventStore:
         """
         self.name_rules.check(CHECKPOINT, name)
         self._check_open()
-        stream = CHECKPOINT_STREAM_PREFIX + name
+        stream = streams.checkpoint_stream(name)
         first_failure(self._line.submit([StreamAppend(stream, [checkpoint_event(position)], ANY)]))
         self._limit_checkpoint_stream(name)
 
@@ -405,7 +405,7 @@ class EsdbEventStore:
             if name in self._checkpoint_limited:
                 return
             self._checkpoint_limited.add(name)
-        self._limit_stream(CHECKPOINT_STREAM_PREFIX + name, 8)
+        self._limit_stream(streams.checkpoint_stream(name), 8)
 
     def _limit_stream(self, stream: str, count: int) -> None:
         """Let EventStoreDB keep only the last ``count`` events of ``stream``."""
