@@ -24,7 +24,7 @@ from typing import Any
 import attrs
 
 from decider import REGISTRY, Envelope, Metadata, event_id, new_id
-from decider.codec import event_kind
+from decider.codec import Kind, event_kind
 from decider.processors.app import decoding, streams
 from decider.processors.app.definition import AppDefinition
 from decider.processors.app.errors import RequestNotAnswered, RequestTimeout
@@ -46,7 +46,7 @@ SKIPPED = REGISTRY.name_of(InputSkipped)
 DEFAULT_TIMEOUT = 10.0
 """Seconds :func:`request` waits for a reply unless told otherwise."""
 
-_UNANSWERED = frozenset({"Ignored", "Failed", "Cancelled"})
+_UNANSWERED = frozenset({Kind.IGNORED, Kind.FAILED, Kind.CANCELLED})
 """Kinds of instance event that, caused by the request with no ``Replied`` before, mean that no
 reply will come."""
 
@@ -147,7 +147,7 @@ def _wait(app: AppDefinition, pending: _Pending, timeout: float) -> Any:
             if decoding.causation_of(codec, item) != pending.message_id:
                 continue
             kind = event_kind(item.type)
-            if kind == "Replied":
+            if kind == Kind.REPLIED:
                 replied.add(item.stream)
             elif kind in _UNANSWERED and item.stream not in replied:
                 try:

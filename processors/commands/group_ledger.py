@@ -16,7 +16,7 @@ stream on the server is a history of parks. Three places meet (see
 from __future__ import annotations
 
 from decider import Metadata
-from decider.codec import parse_type
+from decider.codec import Kind, parse_type
 from decider.processors.app import decoding, streams
 from decider.processors.app.definition import AppDefinition, HandlerRegistration
 from decider.processors.app.messages import RETRIED, CommandParked, ParkedCommandRetried
@@ -88,7 +88,7 @@ def unrecorded_parks(
         event = stored[0]
         kind, type_name = parse_type(event.type)
         handler = app.handlers.get(type_name)
-        if kind != "Sent" or handler is None or app.workflow_of_stream(event.stream) is None:
+        if kind != Kind.SENT or handler is None or app.workflow_of_stream(event.stream) is None:
             continue
         if store.read_stream(streams.results_stream(handler.name, str(event.id)), 0, 1):
             continue

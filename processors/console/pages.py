@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 import attrs
 
 from decider import Lifecycle
+from decider.codec import Kind
 from decider.diagram import Diagram, to_mermaid
 from decider.processors.app.definition import AppDefinition
 from decider.processors.commands.parking import ParkedCommand
@@ -199,7 +200,7 @@ def instance_page(
     """
     ended = ""
     if view.status in (Lifecycle.FAILED, Lifecycle.CANCELLED):
-        verb = "Failed" if view.status is Lifecycle.FAILED else "Cancelled"
+        verb = Kind.FAILED if view.status is Lifecycle.FAILED else Kind.CANCELLED
         because = f": {esc(end_reason)}" if end_reason else ""
         ended = f'<p class="ended {esc(view.status.value)}"><b>{verb}</b>{because}</p>'
     elif parked:

@@ -34,7 +34,7 @@ from datetime import datetime
 
 import attrs
 
-from decider.codec import event_kind
+from decider.codec import Kind, event_kind
 from decider.processors.app import decoding, streams
 from decider.processors.app.definition import AppDefinition
 from decider.processors.commands.processor import CommandProcessor
@@ -64,7 +64,7 @@ SCAN_LIMIT = 50_000
 counts are lower bounds (``capped``)."""
 
 _PAGE = 1000
-_ENDING_KINDS = frozenset({"Completed", "Failed", "Cancelled"})
+_ENDING_KINDS = frozenset({Kind.COMPLETED, Kind.FAILED, Kind.CANCELLED})
 
 
 @attrs.frozen

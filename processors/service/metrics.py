@@ -42,6 +42,7 @@ from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Observation
 
 from decider import Lifecycle
+from decider.codec import LIFECYCLE_TYPES
 from decider.processors.app import streams
 from decider.processors.app.messages import CommandParked, InputSkipped, ParkedCommandRetried
 from decider.processors.engine.telemetry import SCOPE
@@ -103,10 +104,9 @@ class InstanceCounts:
     def __init__(self, store: EventStore, app: AppDefinition) -> None:
         self.store = store
         self.app = app
-        terminal = tuple(s.value.capitalize() for s in Lifecycle if s.terminal)
         self._filter = Filter(
             stream_prefixes=tuple(streams.instance_prefix(w) for w in app.workflows),
-            event_types=("Began", *terminal),
+            event_types=LIFECYCLE_TYPES,
         )
         self._position: int | None = None
         self.counts: Counter[tuple[str, Lifecycle]] = Counter()

@@ -34,6 +34,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from decider import streams
 from decider.stores.errors import StoreError, WrongExpectedVersion
 from decider.stores.leases import Lease, LeaseLost, check_ttl, claimed, holds
 from decider.stores.protocol import ANY, NO_STREAM, ExpectedRevision, NewEvent
@@ -41,9 +42,9 @@ from decider.stores.protocol import ANY, NO_STREAM, ExpectedRevision, NewEvent
 if TYPE_CHECKING:
     from decider.stores.esdb.store import EsdbEventStore
 
-LEASE_STREAM_PREFIX = "decider-lease-"
-"""Partition ``p``'s lease lives in stream ``decider-lease-<p>``."""
-LEASE_INDEX_STREAM = "decider-leaseindex"
+LEASE_STREAM_PREFIX = streams.LEASE_PREFIX
+"""Partition ``p``'s lease lives in stream ``decider-lease-<p>`` (named by the core)."""
+LEASE_INDEX_STREAM = streams.LEASE_INDEX_STREAM
 """The names of every partition ever claimed, one event each (duplicates possible)."""
 LEASE_EVENT_TYPE = "$decider-lease"
 """The type of lease events (``$``: a system event, outside user subscriptions)."""
@@ -58,7 +59,7 @@ Read = tuple[Lease | None, int | None]
 
 def lease_stream(partition: str) -> str:
     """The stream that holds ``partition``'s lease."""
-    return LEASE_STREAM_PREFIX + partition
+    return streams.lease_stream(partition)
 
 
 def lease_event(lease: Lease) -> NewEvent:

@@ -44,6 +44,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from decider import streams
 from decider.stores._expectations import check_read_args, validate_append
 from decider.stores.errors import (
     StoreError,
@@ -77,8 +78,9 @@ if TYPE_CHECKING:
     from decider.stores.esdb._persistent import EsdbConsumerGroup
     from decider.stores.esdb._subscription import EsdbSubscription
 
-CHECKPOINT_STREAM_PREFIX = "decider-checkpoint-"
-"""Processor ``name`` keeps its position in stream ``decider-checkpoint-<name>``."""
+CHECKPOINT_STREAM_PREFIX = streams.CHECKPOINT_PREFIX
+"""Processor ``name`` keeps its position in stream ``decider-checkpoint-<name>`` (named by the
+core)."""
 CHECKPOINT_EVENT_TYPE = "$decider-checkpoint"
 """The type of checkpoint events (``$``: a system event, excluded from user subscriptions)."""
 
@@ -369,7 +371,7 @@ class EsdbEventStore:
         """The last position saved for processor ``name``, or ``None``."""
         self.name_rules.check(CHECKPOINT, name)
         self._check_open()
-        stream = CHECKPOINT_STREAM_PREFIX + name
+        stream = streams.checkpoint_stream(name)
         try:
             events = self._client.get_stream(stream, backwards=True, limit=1)
         except CLIENT.not_found:
@@ -392,7 +394,7 @@ class EsdbEventStore:
         """
         self.name_rules.check(CHECKPOINT, name)
         self._check_open()
-        stream = CHECKPOINT_STREAM_PREFIX + name
+        stream = streams.checkpoint_stream(name)
         first_failure(self._line.submit([StreamAppend(stream, [checkpoint_event(position)], ANY)]))
         self._limit_checkpoint_stream(name)
 
@@ -403,7 +405,7 @@ class EsdbEventStore:
             if name in self._checkpoint_limited:
                 return
             self._checkpoint_limited.add(name)
-        self._limit_stream(CHECKPOINT_STREAM_PREFIX + name, 8)
+        self._limit_stream(streams.checkpoint_stream(name), 8)
 
     def _limit_stream(self, stream: str, count: int) -> None:
         """Let EventStoreDB keep only the last ``count`` events of ``stream``."""
