@@ -110,11 +110,6 @@ KNOWN: dict[tuple[str, str], str] = {
         "decider.processors.commands.lanes",
         "decider.processors.commands.processor",
     ): "take_lane, commit_lane, flush_together: CommandProcessor's own (one commit engine)",
-    # The EventStoreDB adapter's leases take the store itself and call its private methods.
-    (
-        "decider.stores.esdb._leases",
-        "decider.stores.esdb.store",
-    ): "EsdbLeases(store) calls store._last_event_each and store._limit_stream",
 }
 """Imports that still break the order or close a circle, and the change that removes each."""
 

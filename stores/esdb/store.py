@@ -145,7 +145,9 @@ class EsdbEventStore:
         self._checkpoint_limited: set[str] = set()  # checkpoint streams given a $maxCount
         self._lock = threading.Lock()
         self._closed = False
-        self._leases = EsdbLeases(self)
+        self._leases = EsdbLeases(
+            self, last_event_each=self._last_event_each, limit_stream=self._limit_stream
+        )
         self._line = AppendLine(self._client)
         self._reads = ReadChannel(self._client)
         _OPEN.add(self)
