@@ -96,29 +96,8 @@ KNOWN: dict[tuple[str, str], str] = {
         "decider.processors.commands.lanes",
         "decider.processors.commands.processor",
     ): "take_lane, commit_lane, flush_together: CommandProcessor's own (one commit engine)",
-    # The EventStoreDB adapter's pieces take the store itself and call its private methods;
-    # they go with the adapter's error map and client-internals modules (issue 22, item 4).
-    (
-        "decider.stores.esdb._leases",
-        "decider.stores.esdb.store",
-    ): "EsdbLeases(store) calls store._last_event_each and store._limit_stream",
-    (
-        "decider.stores.esdb._persistent",
-        "decider.stores.esdb.store",
-    ): "EsdbConsumerGroup(store) calls store._check_open and store._client",
 }
 """Imports that still break the order or close a circle, and the change that removes each."""
-
-KNOWN |= {  # the second commit of the move (layout.md, "small moves") removes these
-    (
-        "decider.stores.esdb._reader",
-        "decider.stores.esdb.store",
-    ): "map_error moves to esdb._errors, the adapter's error map",
-    (
-        "decider.stores.esdb._subscription",
-        "decider.stores.esdb.store",
-    ): "server_filter moves to esdb._filters",
-}
 
 
 # -- reading imports ------------------------------------------------------------------------
