@@ -2,53 +2,43 @@
 
 A stored type name is the message's registered name, and for a workflow event the event's kind
 and the message's name joined by :data:`KIND_SEPARATOR` (``Sent:fines.IssueTrafficFine``);
-``Began`` and ``Completed`` stand alone. :mod:`decider.codec` owns this grammar and re-exports
-every name here: import them from there.
+``Began`` and ``Completed`` stand alone; the kinds are :class:`~decider.kinds.Kind`'s.
+:mod:`decider.codec` owns this grammar and re-exports every name here (and :class:`Kind`):
+import them from there.
 """
 
 from __future__ import annotations
 
+from decider.kinds import Kind
 from decider.workflow import Lifecycle
 
-EVENT_KINDS: tuple[str, ...] = (
-    "Began",
-    "InitiatedBy",
-    "Received",
-    "Replied",
-    "Sent",
-    "Published",
-    "Scheduled",
-    "Completed",
-    "Ignored",
-    "Failed",
-    "Cancelled",
-)
+EVENT_KINDS: tuple[str, ...] = tuple(kind.value for kind in Kind)
 """The kinds of workflow event, the first part of their stored type names."""
 
 
 KIND_SEPARATOR = ":"
 """Joins a workflow event's kind and its message's type name; message type names cannot hold it."""
 
-COMMAND_KINDS: tuple[str, ...] = ("Sent", "Published", "Replied")
+COMMAND_KINDS: tuple[str, ...] = (Kind.SENT.value, Kind.PUBLISHED.value, Kind.REPLIED.value)
 """The kinds of workflow event that carry a command for the command processor."""
 
-TIMER_KINDS: tuple[str, ...] = ("Scheduled",)
+TIMER_KINDS: tuple[str, ...] = (Kind.SCHEDULED.value,)
 """The kinds of workflow event that carry a timer for the timer processor."""
 
-BEGAN = "Began"
+BEGAN = Kind.BEGAN.value
 """The stored type name of :class:`~decider.events.Began`."""
 
-COMPLETED = "Completed"
+COMPLETED = Kind.COMPLETED.value
 """The stored type name of :class:`~decider.events.Completed`."""
 
-LIFECYCLE_TYPES: tuple[str, ...] = (BEGAN, COMPLETED, "Failed", "Cancelled")
+LIFECYCLE_TYPES: tuple[str, ...] = (BEGAN, COMPLETED, Kind.FAILED.value, Kind.CANCELLED.value)
 """The stored type names of the events that start or end an instance's life."""
 
 _LIFECYCLE_OF: dict[str, Lifecycle] = {
     BEGAN: Lifecycle.RUNNING,
     COMPLETED: Lifecycle.COMPLETED,
-    "Failed": Lifecycle.FAILED,
-    "Cancelled": Lifecycle.CANCELLED,
+    Kind.FAILED.value: Lifecycle.FAILED,
+    Kind.CANCELLED.value: Lifecycle.CANCELLED,
 }
 
 

@@ -16,6 +16,8 @@ This module is the one owner of that grammar (written in :mod:`decider._stored_t
 re-exported here): :func:`stored_type` builds a stored type name, :func:`parse_type` splits
 one, :func:`kind_prefixes` gives the type prefixes a reader of some kinds subscribes with, and
 :class:`Codec` decodes messages, workflow events, a ``Scheduled`` event's timer and metadata.
+The kinds themselves are :class:`~decider.kinds.Kind` (re-exported here), the one vocabulary
+every other module compares and filters with.
 Nothing else parses a stored type name or metadata JSON. :func:`describe` (from
 :mod:`decider._describe`) words a failure as one line.
 
@@ -65,6 +67,7 @@ from decider.events import (
     Sent,
     WorkflowEvent,
 )
+from decider.kinds import Kind
 from decider.messages import REGISTRY, Envelope, MessageRegistry, Metadata
 
 __all__ = [
@@ -76,6 +79,7 @@ __all__ = [
     "LIFECYCLE_TYPES",
     "TIMER_KINDS",
     "Codec",
+    "Kind",
     "Timer",
     "describe",
     "describe_fields",
@@ -92,17 +96,17 @@ JSON: TypeAlias = dict[str, Any]
 Upcaster: TypeAlias = Callable[[JSON], JSON]
 
 _WRAPPING: dict[str, type[Any]] = {
-    "InitiatedBy": InitiatedBy,
-    "Received": Received,
-    "Replied": Replied,
-    "Sent": Sent,
-    "Published": Published,
+    Kind.INITIATED_BY: InitiatedBy,
+    Kind.RECEIVED: Received,
+    Kind.REPLIED: Replied,
+    Kind.SENT: Sent,
+    Kind.PUBLISHED: Published,
 }
 _KIND_OF: dict[type[Any], str] = {cls: kind for kind, cls in _WRAPPING.items()}
 _EMPTY = b"{}"
 _OPTIONAL_TEXT = ("correlation_id", "causation_id", "workflow_version", "traceparent", "tracestate")
 """The metadata fields that are absent or a string (absent ones decode as ``None``)."""
-_ENDINGS: dict[str, type[Failed | Cancelled]] = {"Failed": Failed, "Cancelled": Cancelled}
+_ENDINGS: dict[str, type[Failed | Cancelled]] = {Kind.FAILED: Failed, Kind.CANCELLED: Cancelled}
 # json.dumps builds a new encoder on every call made with options; one shared encoder (it keeps
 # no state between calls) writes the same compact, UTF-8 JSON for less.
 _JSON_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
@@ -245,18 +249,21 @@ class Codec:
 
     def encode_event(self, event: WorkflowEvent[Any, Any]) -> tuple[str, bytes]:
         """A workflow event as (stored type name, JSON bytes)."""
-        if isinstance(event, Began | Completed):
-            return type(event).__name__, _EMPTY
+        if isinstance(event, Began):
+            return BEGAN, _EMPTY
+        if isinstance(event, Completed):
+            return COMPLETED, _EMPTY
         if isinstance(event, Failed | Cancelled):
-            return type(event).__name__, self._dumps({"reason": event.reason})
+            ending = Kind.FAILED if isinstance(event, Failed) else Kind.CANCELLED
+            return ending.value, self._dumps({"reason": event.reason})
         if isinstance(event, Scheduled):
             name, body = self._unstructure(event.message)
             doc: JSON = {"after": event.after.total_seconds(), "message": body}
-            return stored_type("Scheduled", name), self._dumps(doc)
+            return stored_type(Kind.SCHEDULED, name), self._dumps(doc)
         if isinstance(event, Ignored):
             name, body = self._unstructure(event.message)
             doc = {"reason": event.reason, "message": body}
-            return stored_type("Ignored", name), self._dumps(doc)
+            return stored_type(Kind.IGNORED, name), self._dumps(doc)
         kind = _KIND_OF.get(type(event))
         if kind is None:
             raise DeciderError(f"{event!r} is not a workflow event")
@@ -313,7 +320,7 @@ class Codec:
         if kind is None or not name:
             raise DecodeError(type_name, "not a workflow event type")
         doc = self._loads(type_name, data)
-        if kind == "Scheduled":
+        if kind == Kind.SCHEDULED:
             after, body = (
                 self._field(type_name, doc, "after"),
                 self._field(type_name, doc, "message"),
@@ -323,7 +330,7 @@ class Codec:
                     type_name, f"'after' must be a non-negative number, got {after!r}"
                 )
             return Scheduled(timedelta(seconds=after), self._structure_message(name, body))
-        if kind == "Ignored":
+        if kind == Kind.IGNORED:
             reason, body = (
                 self._field(type_name, doc, "reason"),
                 self._field(type_name, doc, "message"),

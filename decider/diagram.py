@@ -41,6 +41,7 @@ from typing import Any, Generic, TypeVar
 import attrs
 
 from decider.events import Began, Ignored, InitiatedBy, Received, WorkflowEvent
+from decider.kinds import Kind
 from decider.workflow import Instance, Lifecycle, Workflow, advance, handle, start
 
 __all__ = [
@@ -70,14 +71,14 @@ O = TypeVar("O")  # noqa: E741
 _LIVE = (Lifecycle.NOT_STARTED, Lifecycle.RUNNING)
 # How a recorded command event reads in a label: in the imperative, as decide wrote it. An event
 # kind not listed (one added later) shows under its own name.
-_IMPERATIVE = {
-    "Sent": "Send",
-    "Published": "Publish",
-    "Replied": "Reply",
-    "Scheduled": "Schedule",
-    "Completed": "Complete",
-    "Failed": "Fail",
-    "Cancelled": "Cancel",
+_IMPERATIVE: dict[str, str] = {
+    Kind.SENT: "Send",
+    Kind.PUBLISHED: "Publish",
+    Kind.REPLIED: "Reply",
+    Kind.SCHEDULED: "Schedule",
+    Kind.COMPLETED: "Complete",
+    Kind.FAILED: "Fail",
+    Kind.CANCELLED: "Cancel",
 }
 _ERROR_CHARS = 300
 # The order end kinds are listed in.

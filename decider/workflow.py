@@ -31,6 +31,7 @@ from decider.events import (
     Sent,
     WorkflowEvent,
 )
+from decider.streams import instance_stream
 from decider.system import CancelRequested
 
 I = TypeVar("I")  # noqa: E741
@@ -112,7 +113,7 @@ class Workflow(Generic[I, S, O]):
         >>> Workflow("Fine", None, lambda s, e: s, lambda i, s: []).stream("wf_1")
         'Fine-wf_1'
         """
-        return f"{self.name}-{instance_id}"
+        return instance_stream(self.name, instance_id)
 
 
 class Lifecycle(enum.Enum):

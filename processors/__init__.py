@@ -1,7 +1,9 @@
 """processors: run workflows as a service on any event store of the ``stores`` protocol.
 
 An :class:`App` registers workflows (with their inputs and routes), command handlers and target
-streams; a :class:`Service` runs its workflow, command and timer processors as threads;
+streams, and publishes, requests and cancels from outside a service (its definition alone is an
+:class:`AppDefinition`, which the processors read); a :class:`Service` runs its workflow,
+command and timer processors as threads;
 :func:`show`, :func:`status`, :func:`list_parked` and :func:`retry_parked` are the operator's
 views. See docs/processors.md for the guarantees and the stream names.
 """
@@ -9,7 +11,7 @@ views. See docs/processors.md for the guarantees and the stream names.
 from decider.processors.app.definition import (
     DEFAULT_POOL_SIZE,
     DEFAULT_TIMEOUT,
-    App,
+    AppDefinition,
     Handler,
     HandlerResult,
     Route,
@@ -33,6 +35,8 @@ from decider.processors.app.messages import (
     ParkedCommandRetried,
 )
 from decider.processors.app.retry import HandlerFailure, RetryPolicy
+from decider.processors.client.app import App
+from decider.processors.commands.parking import ParkedCommand
 from decider.processors.commands.pool import HandlerLoad
 from decider.processors.engine.base import LOGGER
 from decider.processors.engine.clock import Clock, FakeClock, Signal, SystemClock
@@ -41,7 +45,6 @@ from decider.processors.operate.queries import (
     HistoryEntry,
     InstanceStatus,
     InstanceView,
-    ParkedCommand,
     list_parked,
     retry_parked,
     show,
@@ -54,6 +57,7 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "LOGGER",
     "App",
+    "AppDefinition",
     "AppDefinitionError",
     "Clock",
     "CommandFailed",

@@ -62,11 +62,11 @@ URI_OPENERS = {
 """The processor modules that may open a store by URI, and why."""
 
 PROCESSOR_LAYERS: list[set[str]] = [
-    {"app"},  # the definition: App, stream names, messages, retry policies, errors, decoding
+    {"app"},  # the definition (AppDefinition), stream names, messages, retry, errors, decoding
     {"group"},  # partitions and membership
     {"engine"},  # the loop, committing, failures, shares of a group, clock, telemetry
     {"workflows", "commands", "timers"},  # the three processors
-    {"client"},  # publish, request, cancel from outside a service
+    {"client"},  # App: the definition with publish, request, cancel from outside a service
     {"operate"},  # the operator's reads and writes
     {"service"},  # every processor of an app in one process
     {"console"},  # the web console
@@ -89,56 +89,8 @@ STORE_PARTS = {"memory", "sqlite", "postgres", "esdb", "esdb.testserver", "contr
 TEST_SERVER = "decider.stores.esdb.testserver"
 ADAPTER = "decider.stores.esdb"
 
-KNOWN: dict[tuple[str, str], str] = {
-    # App is both the definition and a client: its publish/request/cancel methods import what
-    # sits above app/. They go when client/ takes them off App (issue 22, "client/").
-    (
-        "decider.processors.app.definition",
-        "decider.processors.client.requests",
-    ): "App.request and App.request_async: client.requests.request(app, store, ...)",
-    (
-        "decider.processors.app.definition",
-        "decider.processors.operate.operations",
-    ): "App.cancel: client.cancel(app, store, ...) (request_cancel moves to client/)",
-    (
-        "decider.processors.app.definition",
-        "decider.processors.engine.telemetry",
-    ): "App.publish and publish_many open a publish span: client.publish(app, store, ...)",
-    # The EventStoreDB adapter's pieces take the store itself and call its private methods;
-    # they go with the adapter's error map and client-internals modules (issue 22, item 4).
-    (
-        "decider.stores.esdb._leases",
-        "decider.stores.esdb.store",
-    ): "EsdbLeases(store) calls store._last_event_each and store._limit_stream",
-    (
-        "decider.stores.esdb._persistent",
-        "decider.stores.esdb.store",
-    ): "EsdbConsumerGroup(store) calls store._check_open and store._client",
-}
+KNOWN: dict[tuple[str, str], str] = {}
 """Imports that still break the order or close a circle, and the change that removes each."""
-
-KNOWN |= {  # the second commit of the move (layout.md, "small moves") removes these
-    (
-        "decider.processors.service.metrics",
-        "decider.processors.service.service",
-    ): "the metrics read a service through their own protocol (Watched)",
-    (
-        "decider.processors.workflows.deciding",
-        "decider.processors.operate.operations",
-    ): "CANCEL_TYPE is a message type name: it moves to app.messages",
-    (
-        "decider.processors.commands.group_ledger",
-        "decider.processors.operate.queries",
-    ): "the parked ledger (ParkedCommand, parked_now, retry_request) moves to commands.parking",
-    (
-        "decider.stores.esdb._reader",
-        "decider.stores.esdb.store",
-    ): "map_error moves to esdb._errors, the adapter's error map",
-    (
-        "decider.stores.esdb._subscription",
-        "decider.stores.esdb.store",
-    ): "server_filter moves to esdb._filters",
-}
 
 
 # -- reading imports ------------------------------------------------------------------------

@@ -1,4 +1,6 @@
-"""The App: what a service runs. Workflows with their inputs and routes, handlers, target streams.
+"""The app's definition: what a service runs. Workflows with their inputs and routes, handlers,
+target streams (:class:`AppDefinition`; users build it as
+:class:`~decider.processors.client.app.App`, which adds the client's methods).
 
 ::
 
@@ -21,30 +23,22 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import Any, TypeAlias
 
 import attrs
 from returns.result import Result
 
 from decider import (
     Codec,
-    Envelope,
     Metadata,
     UnknownMessageType,
     Workflow,
     WorkflowDefinitionError,
-    event_id,
-    new_id,
 )
 from decider.processors.app import streams
 from decider.processors.app.errors import AppDefinitionError
 from decider.processors.app.retry import HandlerFailure, RetryPolicy
-from decider.processors.engine import telemetry
 from decider.snapshots import state_type_of
-from decider.stores.protocol import ANY, EventStore, NewEvent
-
-if TYPE_CHECKING:
-    from decider.processors.operate.operations import CancelRequest
 
 Route: TypeAlias = Callable[[Any, Metadata], "str | None"]
 """Maps an input and its metadata to the id of the instance it is for (``None``: none)."""
@@ -117,8 +111,12 @@ class HandlerRegistration:
     """Whether ``func`` is an ``async def`` (awaited on the service's event loop)."""
 
 
-class App:
+class AppDefinition:
     """Everything a :class:`~decider.processors.service.service.Service` runs, registered up front.
+
+    The definition alone: the processors, the service, the operator's tools and the console read
+    it. The :class:`~decider.processors.client.app.App` users build extends it with what a
+    program outside the service asks of the app (publish, request, cancel).
 
     Registration checks what it can at once (message types registered with the codec, one
     handler or target stream per command type, unique names) and raises
@@ -290,132 +288,6 @@ class App:
             self.routes[type_name] = streams.check_stream(stream)
         except ValueError as exc:
             raise AppDefinitionError(f"the target stream of {type_name!r}: {exc}") from None
-
-    # -- the outside ----------------------------------------------------------------------
-
-    def publish(
-        self,
-        store: EventStore,
-        message: object,
-        stream: str,
-        message_id: str | None = None,
-        *,
-        correlation_id: str | None = None,
-    ) -> str:
-        """Append ``message`` to ``stream`` as an input for the workflows; returns its message id.
-
-        With the same ``message_id`` a second publish is recognised: by the store if it goes to
-        the same stream (the event id derives from the message id), else by the workflow
-        processor, which handles a message id once per instance.
-        """
-        message_id = message_id or new_id("msg")
-        with telemetry.publish_span(stream, self.codec.registry.name_of(type(message))):
-            metadata = telemetry.inject(
-                Metadata(message_id=message_id, correlation_id=correlation_id)
-            )
-            type_name, data, encoded = self.codec.encode_envelope(Envelope(message, metadata))
-            event = NewEvent(event_id(stream, message_id, 0), type_name, data, encoded)
-            store.append(stream, [event], ANY)
-        return message_id
-
-    def publish_many(
-        self,
-        store: EventStore,
-        messages: Sequence[object],
-        stream: str,
-        message_ids: Sequence[str] | None = None,
-    ) -> list[str]:
-        """Append several inputs to ``stream`` in one append; returns their message ids.
-
-        The same as :meth:`publish` for each message, in one write (one fsync on SQLite).
-        """
-        if message_ids is not None and len(message_ids) != len(messages):
-            raise ValueError(
-                f"{len(messages)} messages but {len(message_ids)} message ids were given"
-            )
-        ids = list(message_ids) if message_ids is not None else [new_id("msg") for _ in messages]
-        if not messages:
-            return ids
-        first_type = self.codec.registry.name_of(type(messages[0]))
-        with telemetry.publish_span(stream, first_type, len(messages)):
-            events = []
-            for message, message_id in zip(messages, ids, strict=True):
-                metadata = telemetry.inject(Metadata(message_id=message_id))
-                type_name, data, encoded = self.codec.encode_envelope(Envelope(message, metadata))
-                events.append(NewEvent(event_id(stream, message_id, 0), type_name, data, encoded))
-            store.append(stream, events, ANY)
-        return ids
-
-    def request(
-        self,
-        store: EventStore,
-        message: object,
-        *,
-        timeout: float = 10.0,
-        stream: str | None = None,
-        message_id: str | None = None,
-    ) -> Any:
-        """Publish ``message`` as an input and return the first message the workflow replies to
-        it (``Reply(...)`` in ``decide``); a service of the app must be running (in this
-        process or another).
-
-        The input goes to ``stream`` (default ``inputs-<app name>``) and is routed like any
-        other: it starts its instance or is delivered to the running one. The wait is a
-        subscription to the store, from the request's position. Raises
-        :class:`~decider.processors.app.errors.RequestTimeout` (naming the message id and the
-        instance) if no reply comes within ``timeout`` seconds, and
-        :class:`~decider.processors.app.errors.RequestNotAnswered` as soon as the instance records
-        the request without a reply (it had ended, or the request failed or cancelled it).
-        Retrying with the same ``message_id`` is the same input (it is handled once).
-        """
-        from decider.processors.client import requests
-
-        return requests.request(
-            self, store, message, timeout=timeout, stream=stream, message_id=message_id
-        )
-
-    async def request_async(
-        self,
-        store: EventStore,
-        message: object,
-        *,
-        timeout: float = 10.0,
-        stream: str | None = None,
-        message_id: str | None = None,
-    ) -> Any:
-        """:meth:`request` for asyncio: ``await app.request_async(store, message)``; the
-        event loop is not blocked, and cancelling the task ends the wait."""
-        from decider.processors.client import requests
-
-        return await requests.request_async(
-            self, store, message, timeout=timeout, stream=stream, message_id=message_id
-        )
-
-    def cancel(
-        self,
-        store: EventStore,
-        workflow: Workflow[Any, Any, Any] | str,
-        instance_id: str | None = None,
-        *,
-        reason: str,
-    ) -> CancelRequest:
-        """Ask a running instance to cancel, for ``reason``: ``app.cancel(store, order, "o-1",
-        reason=...)``, or with the instance's stream, ``app.cancel(store, "Order-o-1",
-        reason=...)``. The same as ``decider cancel``.
-
-        A ``decider.CancelRequested`` input is recorded in ``decider-cancel-<instance stream>``
-        (once per instance: a second request returns the first, ``already=True``); the
-        workflow processor delivers it: to ``decide`` if the workflow lists
-        :class:`~decider.CancelRequested` among its inputs (it compensates, then returns
-        ``Cancel(reason)``), else the instance is cancelled at once. Raises
-        :class:`~decider.processors.operate.operations.OperationError` for a workflow the app does
-        not run, an instance with no events, or one that has ended.
-        """
-        from decider.processors.operate import operations
-
-        name = workflow if isinstance(workflow, str) else workflow.name
-        stream = name if instance_id is None else streams.instance_stream(name, instance_id)
-        return operations.request_cancel(store, self, stream, reason)
 
     # -- lookups --------------------------------------------------------------------------
 

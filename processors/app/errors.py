@@ -11,6 +11,9 @@
     ├── ProcessorDied          a processor's thread ended while the service was running
     ├── RequestTimeout         app.request: no reply came in time (also a TimeoutError)
     └── RequestNotAnswered     app.request: the instance ended or ignored it without a reply
+
+    OperationError             an operator's request that cannot be carried out (app.cancel,
+                               decider publish/cancel/reset)
 """
 
 from __future__ import annotations
@@ -20,8 +23,12 @@ class ProcessorError(Exception):
     """Base class of every error the processors raise."""
 
 
+class OperationError(Exception):
+    """An operator's request that cannot be carried out; the message says why."""
+
+
 class AppDefinitionError(ProcessorError, ValueError):
-    """An :class:`~decider.processors.app.definition.App` was set up wrongly; the message says what
+    """An :class:`~decider.processors.App` was set up wrongly; the message says what
     and where."""
 
 
@@ -84,7 +91,7 @@ class ProcessorDied(ProcessorError):
 
 class RequestTimeout(ProcessorError, TimeoutError):
     """No reply to a request came within its timeout (see :meth:`App.request
-    <decider.processors.app.definition.App.request>`).
+    <decider.processors.client.app.App.request>`).
 
     ``message_id`` is the request's message id (its reply stream is ``reply-<message_id>``),
     ``instances`` the instance streams its routes name. The request stays published: it may

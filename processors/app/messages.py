@@ -18,6 +18,7 @@ from decider import REGISTRY, message
 from decider.system import CommandFailed
 
 __all__ = [
+    "CANCEL_TYPE",
     "COMMAND_FAILED",
     "PARKED",
     "RETRIED",
@@ -84,6 +85,9 @@ PARKED = REGISTRY.name_of(CommandParked)
 
 RETRIED = REGISTRY.name_of(ParkedCommandRetried)
 """The stored type name of :class:`ParkedCommandRetried`."""
+
+CANCEL_TYPE = "decider.CancelRequested"
+"""The stored type of a cancel request (fields: ``reason``), an input to the instance."""
 
 
 @message("decider.PartitionCount")

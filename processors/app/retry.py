@@ -4,6 +4,9 @@ Hand-written rather than taken from a library (tenacity, backoff): those sleep w
 ``time.sleep``, which neither a stop request nor a
 :class:`~decider.processors.engine.clock.FakeClock` can interrupt, and the policy here is a dozen
 lines of arithmetic.
+
+These are definitions only: what a failure leads to (retried here, redelivered, parked) is
+decided in one place, :mod:`decider.processors.engine.failures`.
 """
 
 from __future__ import annotations

@@ -25,10 +25,13 @@ partition is ``<processor>.p<partition>``.
 it: the workflow of an instance stream is the part before the first ``-``, so ``Order`` and
 ``Order-v2`` can never be confused (``Order-v2`` is not a valid workflow name). An app name
 may hold ``-`` (it only ends a stream name) but not ``.``, which joins a processor's name.
-The names are checked when an :class:`~decider.processors.app.definition.App` registers them
+The names are checked when an :class:`~decider.processors.App` registers them
 (:class:`~decider.processors.app.errors.AppDefinitionError`); a stream name built from data (an
 instance id, a message id) is checked when it is built (:class:`InvalidStreamName`), so an
 input that would make a name no store can hold is skipped with that reason.
+
+Every name here is built from the core's grammar of stream names (:mod:`decider.streams`: the
+separator, the first parts, the joins), which the store adapters' own streams share.
 """
 
 from __future__ import annotations
@@ -36,22 +39,22 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from decider import streams as grammar
 from decider.processors.app.errors import AppDefinitionError, InvalidStreamName
 
-SEPARATOR = "-"
+SEPARATOR = grammar.SEPARATOR
 """Ends a workflow or handler name in the stream names built from it."""
 
 MAX_STREAM_BYTES = 1000
 """The longest stream name (in UTF-8 bytes) built from data; every store holds this much
 (PostgreSQL's index rows allow about 2,700 bytes, EventStoreDB and SQLite more)."""
 
-RESERVED = ("decider", "timer", "topic", "reply")
+RESERVED = grammar.RESERVED
 """First parts of the processors' own stream names: no workflow or handler may take them."""
 
 _PART_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 _APP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_\-]*$")
-_SYSTEM = "decider" + SEPARATOR
-_FAILED = f"{_SYSTEM}failed{SEPARATOR}"
+_FAILED = grammar.system_prefix("failed")
 _UUID_LENGTH = 36
 
 
@@ -127,7 +130,7 @@ def instance_prefix(workflow: str) -> str:
     >>> instance_prefix("Order")
     'Order-'
     """
-    return f"{workflow}{SEPARATOR}"
+    return grammar.stream_prefix(workflow)
 
 
 def instance_stream(workflow: str, instance_id: str) -> str:
@@ -139,7 +142,7 @@ def instance_stream(workflow: str, instance_id: str) -> str:
     """
     if not isinstance(instance_id, str) or not instance_id:
         raise InvalidStreamName(repr(instance_id)[:80], "an instance id must be a non-empty string")
-    return check_stream(f"{workflow}{SEPARATOR}{instance_id}")
+    return check_stream(grammar.instance_stream(workflow, instance_id))
 
 
 def workflow_of(stream: str) -> str:
@@ -156,37 +159,37 @@ def workflow_of(stream: str) -> str:
 
 def results_stream(handler: str, command_id: str) -> str:
     """The stream of one command's handler results: written once, with ``NO_STREAM``."""
-    return f"{handler}{SEPARATOR}{command_id}"
+    return grammar.stream_name(handler, command_id)
 
 
 def topic_stream(message_type: str, command_id: str) -> str:
     """The stream of a message published by the command ``command_id``."""
-    return f"topic{SEPARATOR}{message_type}{SEPARATOR}{command_id}"
+    return grammar.stream_name(grammar.TOPIC, message_type, command_id)
 
 
 def reply_stream(message_id: str) -> str:
     """The stream of the reply to the input whose message id is ``message_id`` (checked)."""
-    return check_stream(f"reply{SEPARATOR}{message_id}")
+    return check_stream(grammar.stream_name(grammar.REPLY, message_id))
 
 
 def timer_stream(scheduled_id: str) -> str:
     """The stream a fired timer's message goes to."""
-    return f"timer{SEPARATOR}{scheduled_id}"
+    return grammar.stream_name(grammar.TIMER, scheduled_id)
 
 
 def timer_prefix() -> str:
     """The prefix of every fired timer's stream."""
-    return f"timer{SEPARATOR}"
+    return grammar.stream_prefix(grammar.TIMER)
 
 
 def parked_stream(app: str) -> str:
     """The stream of an app's parked-command ledger."""
-    return f"{_SYSTEM}parked{SEPARATOR}{app}"
+    return grammar.system_stream("parked", app)
 
 
 def failed_stream(workflow: str, command_id: str) -> str:
     """The stream a parked command's ``CommandFailed`` goes to (one per command)."""
-    return f"{_FAILED}{workflow}{SEPARATOR}{command_id}"
+    return grammar.system_stream("failed", workflow, command_id)
 
 
 def failed_stream_workflow(stream: str) -> str | None:
@@ -202,7 +205,7 @@ def failed_stream_workflow(stream: str) -> str | None:
 
 def skipped_stream(processor: str) -> str:
     """The stream where a processor records the inputs it skipped."""
-    return f"{_SYSTEM}skipped{SEPARATOR}{processor}"
+    return grammar.system_stream("skipped", processor)
 
 
 def skipped_prefix(app: str | None = None) -> str:
@@ -220,7 +223,7 @@ def cancel_stream(instance_stream: str) -> str:
     >>> cancel_stream("Order-o-1")
     'decider-cancel-Order-o-1'
     """
-    return f"{_SYSTEM}cancel{SEPARATOR}{instance_stream}"
+    return grammar.system_stream("cancel", instance_stream)
 
 
 def input_stream(app: str) -> str:
@@ -232,7 +235,7 @@ def input_stream(app: str) -> str:
     >>> input_stream("fines")
     'inputs-fines'
     """
-    return f"inputs{SEPARATOR}{app}"
+    return grammar.stream_name(grammar.INPUTS, app)
 
 
 def is_system_stream(stream: str) -> bool:
@@ -241,7 +244,7 @@ def is_system_stream(stream: str) -> bool:
     >>> is_system_stream(parked_stream("fines")), is_system_stream(input_stream("fines"))
     (True, False)
     """
-    return stream.startswith(_SYSTEM)
+    return stream.startswith(grammar.system_prefix())
 
 
 # -- processors -------------------------------------------------------------------------------
@@ -294,9 +297,9 @@ def partition_checkpoint_name(processor: str, partition: int) -> str:
 
 def partition_count_stream(app: str) -> str:
     """The stream that records an app's partition count (a partitioned run)."""
-    return f"{_SYSTEM}partitions{SEPARATOR}{app}"
+    return grammar.system_stream("partitions", app)
 
 
 def lease_history_stream(app: str) -> str:
     """The stream of an app's partition claims, one per new lease epoch (a partitioned run)."""
-    return f"{_SYSTEM}leases{SEPARATOR}{app}"
+    return grammar.system_stream("leases", app)

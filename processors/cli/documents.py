@@ -9,18 +9,14 @@ from typing import Any
 
 import cattrs
 
-from decider.processors.app.definition import App
-from decider.processors.operate.queries import (
-    HistoryEntry,
-    InstanceStatus,
-    InstanceView,
-    ParkedCommand,
-)
+from decider.processors.app.definition import AppDefinition
+from decider.processors.commands.parking import ParkedCommand
+from decider.processors.operate.queries import HistoryEntry, InstanceStatus, InstanceView
 
 _CONVERTER = cattrs.Converter()
 
 
-def instance_document(app: App, view: InstanceView) -> dict[str, Any]:
+def instance_document(app: AppDefinition, view: InstanceView) -> dict[str, Any]:
     """An instance: its stream, workflow, status, folded state, and every event as stored."""
     events = []
     for entry in view.history:
@@ -45,7 +41,7 @@ def instance_document(app: App, view: InstanceView) -> dict[str, Any]:
     }
 
 
-def _metadata(app: App, entry: HistoryEntry) -> Any:
+def _metadata(app: AppDefinition, entry: HistoryEntry) -> Any:
     """The metadata as stored where it is JSON (so fields the codec does not know show too)."""
     try:
         return json.loads(entry.stored_metadata)
@@ -64,7 +60,7 @@ def _plain(value: object) -> Any:
 
 
 def status_document(
-    app: App, instances: list[InstanceStatus], parked: list[ParkedCommand]
+    app: AppDefinition, instances: list[InstanceStatus], parked: list[ParkedCommand]
 ) -> dict[str, Any]:
     """Counts per workflow and status, every instance stream with its status, the parked
     commands."""

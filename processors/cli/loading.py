@@ -12,7 +12,7 @@ import os
 import sys
 from types import ModuleType
 
-from decider.processors.app.definition import App
+from decider.processors.client.app import App
 from decider.stores.errors import StoreError, StoreNotFound
 from decider.stores.protocol import EventStore
 from decider.stores.uri import open_store

@@ -14,7 +14,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from decider import Lifecycle
-from decider.processors.app.definition import App
+from decider.processors.app.definition import AppDefinition
+from decider.processors.app.errors import OperationError
 from decider.processors.cli.loading import (
     APP_ENV,
     STORE_ENV,
@@ -25,15 +26,14 @@ from decider.processors.cli.loading import (
     store_uri,
 )
 from decider.processors.cli.views import instance_list_lines, skipped_lines, traceback_lines
+from decider.processors.client.cancelling import request_cancel
 from decider.processors.operate.listing import InstanceQuery, list_instances
 from decider.processors.operate.operations import (
-    OperationError,
     Reset,
     check_no_service,
     planned_reset,
     position_before,
     publish_json,
-    request_cancel,
     reset_checkpoint,
     resolve_processor,
 )
@@ -108,7 +108,7 @@ def app_arg(args: argparse.Namespace) -> str:
 @contextlib.contextmanager
 def app_and_store(
     args: argparse.Namespace, *, must_exist: bool = True
-) -> Iterator[tuple[App, EventStore]]:
+) -> Iterator[tuple[AppDefinition, EventStore]]:
     """The app and the store a command names; the store is closed afterwards.
 
     ``must_exist``: an SQLite file that does not exist is an error (a read of a mistyped path);
@@ -258,7 +258,7 @@ def _list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_progress_within(app: App, workflow: str | None) -> None:
+def _check_progress_within(app: AppDefinition, workflow: str | None) -> None:
     """:class:`UsageError` if ``--stuck`` without a duration can find nothing: no workflow
     asked about declares a ``progress_within``."""
     registrations = [r for name, r in app.workflows.items() if workflow in (None, name)]
@@ -316,7 +316,7 @@ def _skipped(args: argparse.Namespace) -> int:
     return 0
 
 
-def _skipped_show(store: EventStore, app: App, args: argparse.Namespace) -> int:
+def _skipped_show(store: EventStore, app: AppDefinition, args: argparse.Namespace) -> int:
     skipped = find_skipped(store, app, args.skip_id)
     event = skipped_event(store, skipped)
     doc: dict[str, Any] = skipped.as_json()
@@ -342,7 +342,7 @@ def _skipped_show(store: EventStore, app: App, args: argparse.Namespace) -> int:
 
 
 def _skipped_redrive(
-    store: EventStore, app: App, args: argparse.Namespace, processor: str | None
+    store: EventStore, app: AppDefinition, args: argparse.Namespace, processor: str | None
 ) -> int:
     if args.all:
         chosen = list_skipped(store, app, processor, pending_only=True)
@@ -365,7 +365,7 @@ def _skipped_redrive(
     return 0
 
 
-def resolve(app: App, processor: str) -> str:
+def resolve(app: AppDefinition, processor: str) -> str:
     """The full name of the processor ``processor`` names; :class:`UsageError` if none."""
     try:
         return resolve_processor(app, processor)

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from types import FrameType
 from typing import Any
 
-from decider.processors.app.definition import App
+from decider.processors.app.definition import AppDefinition
 from decider.processors.cli.loading import UsageError
 from decider.processors.engine.base import Processor
 from decider.processors.operate.operations import (
@@ -127,7 +127,7 @@ class Heartbeat:
     A failed write is logged and tried again at the next beat: it never stops the service.
     """
 
-    def __init__(self, store: EventStore, app: App) -> None:
+    def __init__(self, store: EventStore, app: AppDefinition) -> None:
         self.store = store
         self.app = app
         self._stop = threading.Event()

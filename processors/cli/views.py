@@ -7,15 +7,16 @@ from collections import Counter
 from datetime import datetime, timedelta
 
 from decider import Lifecycle, Metadata
-from decider.processors.app.definition import App
+from decider.processors.app.definition import AppDefinition
+from decider.processors.commands.parking import ParkedCommand
 from decider.processors.operate.listing import InstancePage
-from decider.processors.operate.queries import InstanceStatus, InstanceView, ParkedCommand
+from decider.processors.operate.queries import InstanceStatus, InstanceView
 from decider.processors.operate.skipped import SkippedInput
 
 _CLOSE = timedelta(seconds=1)
 
 
-def instance_lines(app: App, view: InstanceView) -> list[str]:
+def instance_lines(app: AppDefinition, view: InstanceView) -> list[str]:
     """Every event of the instance (revision, position, recorded time, type, payload, metadata),
     then the workflow version it began under (if its workflow has one), its folded state and
     its status."""
@@ -58,7 +59,7 @@ _ALWAYS = (Lifecycle.RUNNING, Lifecycle.COMPLETED)
 
 
 def status_lines(
-    app: App, instances: list[InstanceStatus], parked: list[ParkedCommand], limit: int
+    app: AppDefinition, instances: list[InstanceStatus], parked: list[ParkedCommand], limit: int
 ) -> list[str]:
     """Counts per workflow and status (running and completed always, failed and cancelled where
     there are some), up to ``limit`` stream names per status, then the parked commands."""

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
 from decider import REGISTRY, Envelope, Metadata, event_id, new_id
-from decider.codec import event_kind
+from decider.codec import Kind, event_kind
 from decider.processors.app import decoding, streams
+from decider.processors.app.definition import AppDefinition
 from decider.processors.app.errors import RequestNotAnswered, RequestTimeout
 from decider.processors.app.messages import InputSkipped
 from decider.stores.errors import CorruptEvent
@@ -39,16 +40,13 @@ from decider.stores.protocol import (
     Subscription,
 )
 
-if TYPE_CHECKING:
-    from decider.processors.app.definition import App
-
 SKIPPED = REGISTRY.name_of(InputSkipped)
 """The stored type of a skip record, which ends the wait for the skipped request."""
 
 DEFAULT_TIMEOUT = 10.0
 """Seconds :func:`request` waits for a reply unless told otherwise."""
 
-_UNANSWERED = frozenset({"Ignored", "Failed", "Cancelled"})
+_UNANSWERED = frozenset({Kind.IGNORED, Kind.FAILED, Kind.CANCELLED})
 """Kinds of instance event that, caused by the request with no ``Replied`` before, mean that no
 reply will come."""
 
@@ -68,7 +66,11 @@ class _Pending:
 
 
 def _publish(
-    app: App, store: EventStore, message: object, stream: str | None, message_id: str | None
+    app: AppDefinition,
+    store: EventStore,
+    message: object,
+    stream: str | None,
+    message_id: str | None,
 ) -> _Pending:
     """Append ``message`` and open the subscription that waits for its reply."""
     message_id = message_id or new_id("msg")
@@ -96,7 +98,9 @@ def _publish(
     return _Pending(type_name, message_id, str(event.id), reply, instances, skipped, subscription)
 
 
-def _instances(app: App, type_name: str, message: object, metadata: Metadata) -> dict[str, str]:
+def _instances(
+    app: AppDefinition, type_name: str, message: object, metadata: Metadata
+) -> dict[str, str]:
     """The instance streams the routes of ``app``'s workflows send ``message`` to, by workflow."""
     found = {}
     for name, registration in app.workflows.items():
@@ -111,7 +115,7 @@ def _instances(app: App, type_name: str, message: object, metadata: Metadata) ->
     return found
 
 
-def _wait(app: App, pending: _Pending, timeout: float) -> Any:
+def _wait(app: AppDefinition, pending: _Pending, timeout: float) -> Any:
     """The first reply of ``pending``; raises RequestTimeout or RequestNotAnswered."""
     codec = app.codec
     started = time.monotonic()
@@ -143,7 +147,7 @@ def _wait(app: App, pending: _Pending, timeout: float) -> Any:
             if decoding.causation_of(codec, item) != pending.message_id:
                 continue
             kind = event_kind(item.type)
-            if kind == "Replied":
+            if kind == Kind.REPLIED:
                 replied.add(item.stream)
             elif kind in _UNANSWERED and item.stream not in replied:
                 try:
@@ -160,7 +164,7 @@ def _wait(app: App, pending: _Pending, timeout: float) -> Any:
     )
 
 
-def _skip_of(app: App, record: RecordedEvent) -> InputSkipped | None:
+def _skip_of(app: AppDefinition, record: RecordedEvent) -> InputSkipped | None:
     """The skip record ``record`` holds (``None``: another kind of event, or unreadable)."""
     if record.type != SKIPPED:
         return None
@@ -172,7 +176,7 @@ def _skip_of(app: App, record: RecordedEvent) -> InputSkipped | None:
 
 
 def request(
-    app: App,
+    app: AppDefinition,
     store: EventStore,
     message: object,
     *,
@@ -182,7 +186,7 @@ def request(
 ) -> Any:
     """Publish ``message`` and return the first message the workflow replies to it.
 
-    See :meth:`App.request <decider.processors.app.definition.App.request>`.
+    See :meth:`App.request <decider.processors.client.app.App.request>`.
     """
     if timeout <= 0:
         raise ValueError(f"timeout must be positive, got {timeout}")
@@ -190,7 +194,7 @@ def request(
 
 
 async def request_async(
-    app: App,
+    app: AppDefinition,
     store: EventStore,
     message: object,
     *,

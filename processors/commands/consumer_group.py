@@ -56,20 +56,22 @@ import itertools
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, assert_never
 
 import attrs
 
 from decider import Metadata
 from decider.processors.app import decoding, streams
-from decider.processors.app.definition import App, HandlerRegistration
+from decider.processors.app.definition import AppDefinition, HandlerRegistration
 from decider.processors.app.messages import PARKED, RETRIED
 from decider.processors.commands import group_ledger
 from decider.processors.commands.handlers import AttemptFailed
 from decider.processors.commands.pool import Conclusion, Job
 from decider.processors.commands.processor import _SUBMITTED, CommandProcessor
 from decider.processors.commands.replay import concluded_mark_name
+from decider.processors.engine import failures
 from decider.processors.engine.base import Context, Outcome
+from decider.processors.engine.failures import Verdict
 from decider.stores.consumer_groups import (
     ConsumerGroup,
     ConsumerGroupStore,
@@ -123,7 +125,9 @@ def default_settings(context: Context) -> GroupSettings:
     )
 
 
-def command_group(store: ConsumerGroupStore, app: App, name: str | None = None) -> ConsumerGroup:
+def command_group(
+    store: ConsumerGroupStore, app: AppDefinition, name: str | None = None
+) -> ConsumerGroup:
     """The consumer group ``name`` (default: the command processor's name) over ``app``'s
     commands, as the command processor joins it; ``ensure`` it with chosen settings before the
     first process starts to run it with those (an existing group keeps its own)."""
@@ -370,8 +374,9 @@ class ConsumerGroupCommandProcessor(CommandProcessor):
             before = group_ledger.concluded_before(
                 self.context.store, self.ledger, handler, str(event.id), round_key
             )
-            if before is not None:
-                entry.verdict = None if before == "done" else Nack.PARK
+            verdict = failures.judge_redelivery(before)
+            if verdict is not None:
+                entry.verdict = answer(verdict)
                 self.log.info(
                     "%s: %s %s was %s before; not carried out again",
                     self.name,
@@ -393,9 +398,11 @@ class ConsumerGroupCommandProcessor(CommandProcessor):
         conclusion: Conclusion,
     ) -> None:
         assert isinstance(entry, InHand)
-        if isinstance(conclusion, AttemptFailed):
+        if isinstance(conclusion, AttemptFailed):  # the pool's verdict: redeliver
             policy = handler.retry
-            delay = min(policy.delay(conclusion.attempts), self.settings.message_timeout / 2)
+            delay = failures.backoff(
+                policy, conclusion.attempts, at_most=self.settings.message_timeout / 2
+            )
             self.log.warning(
                 "%s: %s %s of %s failed (attempt %d of %d); the group retries it in %.3fs: %s",
                 self.name,
@@ -414,7 +421,7 @@ class ConsumerGroupCommandProcessor(CommandProcessor):
                     "retry_in": delay,
                 },
             )
-            self._finish(entry, [], Nack.RETRY, delay)
+            self._finish(entry, [], answer(Verdict.REDELIVER), delay)
             return
         appends = self._concluded(handler, event, metadata, round_key, conclusion)
         self._finish(entry, appends, None)
@@ -431,7 +438,7 @@ class ConsumerGroupCommandProcessor(CommandProcessor):
         """``hand`` concluded: store ``appends``, then answer (a park in the ledger is a
         park on the server too)."""
         if verdict is None and any(a.stream == self.ledger and _parks(a) for a in appends):
-            verdict = Nack.PARK
+            verdict = answer(Verdict.PARK)
         hand.appends, hand.verdict = appends, verdict
         hand.due = time.monotonic() + delay
         with self._answer_lock:
@@ -473,6 +480,25 @@ class ConsumerGroupCommandProcessor(CommandProcessor):
         with self._answer_lock:
             self._open -= len(due)
         self.context.progress()
+
+
+def answer(verdict: Verdict) -> Nack | None:
+    """How a delivery is answered on ``verdict``
+    (:mod:`decider.processors.engine.failures`): ``None`` (an ack) when it is done, else the
+    nack that carries the verdict out on the server.
+
+    >>> answer(Verdict.DONE), answer(Verdict.REDELIVER), answer(Verdict.PARK)
+    (None, <Nack.RETRY: 'retry'>, <Nack.PARK: 'park'>)
+    """
+    match verdict:
+        case Verdict.DONE:
+            return None
+        case Verdict.REDELIVER | Verdict.RETRY:
+            return Nack.RETRY
+        case Verdict.PARK:
+            return Nack.PARK
+        case _:
+            assert_never(verdict)
 
 
 def _parks(item: StreamAppend) -> bool:

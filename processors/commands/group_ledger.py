@@ -16,13 +16,13 @@ stream on the server is a history of parks. Three places meet (see
 from __future__ import annotations
 
 from decider import Metadata
-from decider.codec import parse_type
+from decider.codec import Kind, parse_type
 from decider.processors.app import decoding, streams
-from decider.processors.app.definition import App, HandlerRegistration
+from decider.processors.app.definition import AppDefinition, HandlerRegistration
 from decider.processors.app.messages import RETRIED, CommandParked, ParkedCommandRetried
+from decider.processors.commands.parking import parked_now, retry_request
 from decider.processors.commands.replay import park_record_id
 from decider.processors.engine import logs
-from decider.processors.operate.queries import parked_now, retry_request
 from decider.stores.consumer_groups import ConsumerGroup
 from decider.stores.errors import CorruptEvent
 from decider.stores.protocol import ANY, EventStore, RecordedEvent, StreamAppend
@@ -42,7 +42,7 @@ def concluded_before(
 
 
 def retry_for_replay(
-    app: App, store: EventStore, event: RecordedEvent, log: logs.ContextAdapter
+    app: AppDefinition, store: EventStore, event: RecordedEvent, log: logs.ContextAdapter
 ) -> list[StreamAppend]:
     """What a parked ``event`` the server sends again leads to: the ledger's retry request
     for its command if the ledger shows it parked, else nothing (it concluded, or its retry is
@@ -64,7 +64,7 @@ def retry_for_replay(
 
 
 def unrecorded_parks(
-    app: App, store: EventStore, group: ConsumerGroup
+    app: AppDefinition, store: EventStore, group: ConsumerGroup
 ) -> list[tuple[RecordedEvent, HandlerRegistration, Metadata]]:
     """The commands in ``group``'s parked stream that the ledger never heard of (no park, no
     retry) and that have no results: the server parked them on its own."""
@@ -88,7 +88,7 @@ def unrecorded_parks(
         event = stored[0]
         kind, type_name = parse_type(event.type)
         handler = app.handlers.get(type_name)
-        if kind != "Sent" or handler is None or app.workflow_of_stream(event.stream) is None:
+        if kind != Kind.SENT or handler is None or app.workflow_of_stream(event.stream) is None:
             continue
         if store.read_stream(streams.results_stream(handler.name, str(event.id)), 0, 1):
             continue

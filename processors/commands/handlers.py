@@ -3,8 +3,9 @@ timeout; the answer as results or a :class:`~decider.processors.app.retry.Handle
 
 A handler's exception (any ``BaseException`` but ``KeyboardInterrupt``, ``SystemExit``
 included) is a retryable :class:`~decider.processors.app.retry.HandlerFailure`; a
-``returns.result.Failure(HandlerFailure(...))`` is the handler's own verdict. Retries, back-off
-and timeouts of sync calls are the pool's (:mod:`decider.processors.commands.pool`).
+``returns.result.Failure(HandlerFailure(...))`` is the handler's own verdict. What each
+outcome means is decided in :mod:`decider.processors.engine.failures`; retries, back-off and
+timeouts of sync calls are the pool's to carry out (:mod:`decider.processors.commands.pool`).
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ from typing import Any
 import attrs
 from returns.result import Failure, Result, Success
 
-from decider.codec import describe
 from decider.processors.app.definition import HandlerRegistration
 from decider.processors.app.retry import HandlerFailure
-from decider.processors.engine.failures import is_interrupt
+from decider.processors.engine import failures
+from decider.processors.engine.failures import describe_value
+
+__all__ = ["AttemptFailed", "GaveUp", "describe_value", "interpret", "invoke", "invoke_async"]
 
 
 @attrs.frozen
@@ -50,9 +53,7 @@ def invoke(
     try:
         result = handler.func(command, command_id)
     except BaseException as exc:
-        if is_interrupt(exc):
-            raise
-        return HandlerFailure(reason=describe(exc), retryable=True, exception=exc)
+        return failures.handler_raised(exc)  # an interrupt is raised again
     return interpret(result)
 
 
@@ -64,13 +65,11 @@ async def invoke_async(
     try:
         result = await asyncio.wait_for(handler.func(command, command_id), timeout)
     except TimeoutError:
-        return HandlerFailure(reason=f"timed out after {timeout}s", retryable=True)
+        return failures.handler_timed_out(timeout)
     except asyncio.CancelledError:
         raise
     except BaseException as exc:
-        if is_interrupt(exc):
-            raise
-        return HandlerFailure(reason=describe(exc), retryable=True, exception=exc)
+        return failures.handler_raised(exc)  # an interrupt is raised again
     return interpret(result)
 
 
@@ -81,25 +80,11 @@ def interpret(result: Any) -> Sequence[Any] | HandlerFailure:
             case Success(value):
                 return _as_results(value)
             case Failure(failure):
-                if isinstance(failure, HandlerFailure):
-                    return failure
-                return HandlerFailure(reason=describe_value(failure), retryable=True)
+                return failures.handler_refused(failure)
     return _as_results(result)
-
-
-def describe_value(value: object) -> str:
-    """A short ``repr`` of ``value``, whatever it holds."""
-    try:
-        text = repr(value)
-    except Exception:  # a repr that fails
-        text = f"<{type(value).__name__}>"
-    return text if len(text) <= 500 else text[:499] + "…"
 
 
 def _as_results(value: Any) -> Sequence[Any] | HandlerFailure:
     if isinstance(value, list | tuple):
         return value
-    return HandlerFailure(
-        reason=f"the handler returned {type(value).__name__}, not a list of messages",
-        retryable=False,
-    )
+    return failures.handler_returned(value)

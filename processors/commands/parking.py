@@ -10,11 +10,14 @@ if the workflow lists it as an input, so ``decide`` can compensate. A
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 from typing import Any, Protocol
 
-from decider import Metadata
+import attrs
+
+from decider import Envelope, Metadata, event_id
 from decider.processors.app import decoding, streams
-from decider.processors.app.definition import App
+from decider.processors.app.definition import AppDefinition
 from decider.processors.app.messages import (
     COMMAND_FAILED,
     CommandFailed,
@@ -25,6 +28,7 @@ from decider.processors.commands.replay import park_cause
 from decider.processors.engine import logs
 from decider.processors.engine.base import Skip
 from decider.processors.engine.failures import traceback_of
+from decider.processors.engine.reading import read_stream
 from decider.stores.protocol import ANY, EventStore, NewEvent, RecordedEvent, StreamAppend
 
 
@@ -46,7 +50,9 @@ class Derive(Protocol):
 class Parking:
     """An app's parked-command ledger, as the command processor writes and reads it."""
 
-    def __init__(self, app: App, derived: Derive, logger: logging.Logger | None, name: str) -> None:
+    def __init__(
+        self, app: AppDefinition, derived: Derive, logger: logging.Logger | None, name: str
+    ) -> None:
         self.app = app
         self.ledger = streams.parked_stream(app.name)
         self._derived = derived
@@ -134,3 +140,66 @@ class Parking:
             extra={"command_id": request.command_id, "event_type": request.command_type},
         )
         return source, decoding.input_metadata(codec, source), metadata.message_id
+
+
+@attrs.frozen
+class ParkedCommand:
+    """A command set aside after its retries, until someone retries it."""
+
+    command_id: str
+    command_type: str
+    stream: str
+    revision: int
+    reason: str
+    attempts: int
+    parked_at: datetime
+    traceback: str | None = None
+    """The traceback (bounded) of the exception the handler raised, if it raised one."""
+
+
+def parked_in(
+    app: AppDefinition, ledger: list[RecordedEvent]
+) -> list[tuple[ParkedCommand, RecordedEvent]]:
+    """The commands parked now in ``ledger``, each with its last park record."""
+    parked: dict[str, tuple[ParkedCommand, RecordedEvent]] = {}
+    for record in ledger:
+        message = decoding.decode_message(app.codec, record)
+        if isinstance(message, CommandParked):
+            command = ParkedCommand(
+                command_id=message.command_id,
+                command_type=message.command_type,
+                stream=message.stream,
+                revision=message.revision,
+                reason=message.reason,
+                attempts=message.attempts,
+                parked_at=record.recorded_at,
+                traceback=message.traceback,
+            )
+            parked[message.command_id] = (command, record)
+        elif isinstance(message, ParkedCommandRetried):
+            parked.pop(message.command_id, None)
+    return list(parked.values())
+
+
+def parked_now(
+    app: AppDefinition, store: EventStore
+) -> dict[str, tuple[ParkedCommand, RecordedEvent]]:
+    """The commands of ``app`` parked now, by command id, each with its last park record."""
+    ledger = read_stream(store, streams.parked_stream(app.name))
+    return {command.command_id: (command, record) for command, record in parked_in(app, ledger)}
+
+
+def retry_request(app: AppDefinition, command: ParkedCommand, park: RecordedEvent) -> NewEvent:
+    """The ledger's request to retry ``command`` after its park record ``park``: one id per
+    park (whoever asks), so a command parked again may be retried again."""
+    stream = streams.parked_stream(app.name)
+    request = ParkedCommandRetried(
+        command_id=command.command_id,
+        command_type=command.command_type,
+        stream=command.stream,
+        revision=command.revision,
+    )
+    new_id = event_id(stream, f"{command.command_id}/retry/{park.id}", 0)
+    metadata = Metadata(message_id=str(new_id), causation_id=command.command_id)
+    type_name, data, encoded = app.codec.encode_envelope(Envelope(request, metadata))
+    return NewEvent(new_id, type_name, data, encoded)

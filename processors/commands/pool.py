@@ -16,9 +16,11 @@ Per handler (:class:`~decider.processors.app.definition.HandlerRegistration`):
 - ``concurrency``: at most that many calls of the handler at once.
 - ``rate``: at most that many calls per second (calls are spaced ``1 / rate`` apart).
 
-The pool decides nothing about what a result means: each job's ``conclude`` callback gets the
-handler's results, or :class:`~decider.processors.commands.handlers.GaveUp`, exactly once per
-generation (see :meth:`CommandPool.reset`).
+The pool decides nothing about what a result means: it asks
+:func:`~decider.processors.engine.failures.judge_attempt` after each call and acts on the
+verdict. Each job's ``conclude`` callback gets the handler's results, or
+:class:`~decider.processors.commands.handlers.GaveUp`, exactly once per generation (see
+:meth:`CommandPool.reset`).
 """
 
 from __future__ import annotations
@@ -41,8 +43,9 @@ from decider.processors.app.definition import HandlerRegistration
 from decider.processors.app.retry import HandlerFailure
 from decider.processors.commands.event_loop import EventLoop
 from decider.processors.commands.handlers import AttemptFailed, GaveUp, invoke, invoke_async
-from decider.processors.engine import logs, telemetry
+from decider.processors.engine import failures, logs, telemetry
 from decider.processors.engine.clock import Clock, Signal
+from decider.processors.engine.failures import Verdict
 
 Conclusion = Sequence[Any] | GaveUp | AttemptFailed
 """What a command came to: the handler's results, or why it is given up (to be parked), or
@@ -356,18 +359,22 @@ class CommandPool:
             self._start_async(following)
 
     def _attempted(self, job: Job, outcome: Sequence[Any] | HandlerFailure) -> None:
-        """After one call: conclude the job, or schedule its retry."""
-        if not isinstance(outcome, HandlerFailure):
+        """After one call: conclude the job, or schedule its retry (as
+        :func:`~decider.processors.engine.failures.judge_attempt` decides)."""
+        policy = job.handler.retry
+        verdict = failures.judge_attempt(outcome, job.attempts, policy, retry_here=job.retry_here)
+        if verdict is Verdict.DONE:
+            assert not isinstance(outcome, HandlerFailure)
             self._conclude(job, outcome)
             return
-        policy = job.handler.retry
-        if not outcome.retryable or job.attempts >= policy.max_attempts:
+        assert isinstance(outcome, HandlerFailure)
+        if verdict is Verdict.PARK:
             self._conclude(job, GaveUp(outcome.reason, job.attempts, outcome.exception))
             return
-        if not job.retry_here:
+        if verdict is Verdict.REDELIVER:
             self._conclude(job, AttemptFailed(outcome.reason, job.attempts, outcome.exception))
             return
-        delay = policy.delay(job.attempts, self._random)
+        delay = failures.backoff(policy, job.attempts, self._random)
         self.log.warning(
             "%s: %s %s of %s failed (attempt %d of %d), retrying in %.3fs: %s",
             self.name,
@@ -476,7 +483,4 @@ class CommandPool:
                     wait = None if not deadlines else self._watch_until - now
                     self._watch_cond.wait(wait)
             for job in expired:
-                failure = HandlerFailure(
-                    reason=f"timed out after {job.handler.timeout}s", retryable=True
-                )
-                self._attempted(job, failure)
+                self._attempted(job, failures.handler_timed_out(job.handler.timeout))

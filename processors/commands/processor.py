@@ -47,7 +47,7 @@ from typing import Any
 import attrs
 
 from decider import Metadata
-from decider.codec import describe, parse_type
+from decider.codec import Kind, describe, parse_type
 from decider.processors.app import decoding, streams
 from decider.processors.app.definition import HandlerRegistration
 from decider.processors.app.messages import RETRIED
@@ -418,13 +418,13 @@ class CommandProcessor(Processor):
         app = self.context.app
         kind, type_name = parse_type(event.type)
         command_id = str(event.id)
-        if kind == "Published":
+        if kind == Kind.PUBLISHED:
             stream = streams.topic_stream(type_name, command_id)
             draft.appends.append(self._copy(stream, event, metadata, NO_STREAM))
-        elif kind == "Replied":
+        elif kind == Kind.REPLIED:
             stream = streams.reply_stream(metadata.causation_id or command_id)
             draft.appends.append(self._copy(stream, event, metadata, ANY))
-        elif kind != "Sent":
+        elif kind != Kind.SENT:
             raise Skip(f"{event.type!r} is not a command")
         elif type_name in app.routes:
             draft.appends.append(self._copy(app.routes[type_name], event, metadata, ANY))

@@ -31,18 +31,13 @@ from decider.diagram import (
     state_name,
     with_path,
 )
-from decider.processors.app.definition import App
+from decider.processors.app.definition import AppDefinition
+from decider.processors.commands.parking import ParkedCommand
 from decider.processors.engine.base import Processor
 from decider.processors.group import partitions
 from decider.processors.operate import listing, operations, progress, skipped
 from decider.processors.operate.listing import InstanceQuery
-from decider.processors.operate.queries import (
-    InstanceView,
-    ParkedCommand,
-    list_parked,
-    show,
-    status,
-)
+from decider.processors.operate.queries import InstanceView, list_parked, show, status
 from decider.processors.operate.skipped import NotRedrivable, SkippedInput
 from decider.stores.leases import LeaseStore
 from decider.stores.protocol import CheckpointStore, EventStore
@@ -108,7 +103,7 @@ class InstancePage:
 
 def list_instances(
     store: EventStore,
-    app: App,
+    app: AppDefinition,
     *,
     workflow: str | None = None,
     status_value: str | None = None,
@@ -164,7 +159,7 @@ def list_instances(
     return InstancePage(rows[offset : offset + limit], len(rows), offset, limit)
 
 
-def instance_id(app: App, row: InstanceRow) -> str:
+def instance_id(app: AppDefinition, row: InstanceRow) -> str:
     """The id of an instance within its workflow: its stream without ``<Workflow>-``."""
     return row.stream.removeprefix(app.workflows[row.workflow].stream_prefix)
 
@@ -178,7 +173,7 @@ def end_reason(view: InstanceView) -> str | None:
     return None
 
 
-def parked_of(store: EventStore, app: App, stream: str) -> list[ParkedCommand]:
+def parked_of(store: EventStore, app: AppDefinition, stream: str) -> list[ParkedCommand]:
     """The commands of the instance ``stream`` that are parked now."""
     return [c for c in list_parked(store, app) if c.stream == stream]
 
@@ -210,12 +205,14 @@ class ProcessorRow:
     exact: bool = True
 
 
-def processors_of(app: App, store: EventStore) -> list[Processor]:
+def processors_of(app: AppDefinition, store: EventStore) -> list[Processor]:
     """The processors a :class:`~decider.processors.Service` of ``app`` runs, not started."""
     return progress.processors_of(app, store)
 
 
-def processor_rows(store: EventStore, app: App, now: datetime | None = None) -> list[ProcessorRow]:
+def processor_rows(
+    store: EventStore, app: AppDefinition, now: datetime | None = None
+) -> list[ProcessorRow]:
     """Every processor of ``app``, its checkpoint and pending work (see :class:`ProcessorRow`)."""
     now = now or datetime.now(UTC)
     by_processor: dict[str, list[progress.Progress]] = {}
@@ -242,7 +239,7 @@ def processor_rows(store: EventStore, app: App, now: datetime | None = None) -> 
 # -- skipped inputs ----------------------------------------------------------------------
 
 
-def list_skipped(store: EventStore, app: App) -> list[SkippedInput]:
+def list_skipped(store: EventStore, app: AppDefinition) -> list[SkippedInput]:
     """The skip records of every processor of ``app``, oldest first (as ``decider skipped``
     lists them; re-drive one with :func:`decider.processors.operate.skipped.redrive`)."""
     return skipped.list_skipped(store, app)
@@ -252,7 +249,7 @@ def list_skipped(store: EventStore, app: App) -> list[SkippedInput]:
 
 
 def definition(
-    app: App,
+    app: AppDefinition,
     workflow: str,
     *,
     seed: int = 0,
@@ -284,14 +281,16 @@ def definition(
     )
 
 
-def bare_definition(app: App, workflow: str) -> Diagram:
+def bare_definition(app: AppDefinition, workflow: str) -> Diagram:
     """A definition diagram with the initial state only (when exploring is not possible)."""
     registration = app.workflows[workflow]
     initial = state_name(registration.workflow.initial_state)
     return Diagram(workflow, initial, (initial,), (), {})
 
 
-def observed_diagram(store: EventStore, app: App, workflow: str, limit: int = 2000) -> Diagram:
+def observed_diagram(
+    store: EventStore, app: AppDefinition, workflow: str, limit: int = 2000
+) -> Diagram:
     """The transitions the (first ``limit``) instances of ``workflow`` took, with counts."""
     registration = app.workflows[workflow]
     histories = (
@@ -311,7 +310,7 @@ class InstanceDiagram:
 
 
 def instance_diagram(
-    app: App, view: InstanceView, definition: Diagram, *, error: bool
+    app: AppDefinition, view: InstanceView, definition: Diagram, *, error: bool
 ) -> InstanceDiagram:
     """``view``'s path on ``definition`` (see :func:`decider.diagram.path_classes`)."""
     registration = app.workflows[view.workflow]
@@ -366,7 +365,7 @@ class PartitionsView:
     heartbeat_at: datetime | None
 
 
-def partitions_view(store: EventStore, app: App, now: datetime) -> PartitionsView:
+def partitions_view(store: EventStore, app: AppDefinition, now: datetime) -> PartitionsView:
     """Every partition's lease and work, the processes of the group, the service heartbeat."""
     work: dict[int, list[progress.Progress]] = {}
     for row in progress.progress(store, app, now):

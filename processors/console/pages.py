@@ -16,8 +16,10 @@ from datetime import UTC, datetime
 import attrs
 
 from decider import Lifecycle
+from decider.codec import Kind
 from decider.diagram import Diagram, to_mermaid
-from decider.processors.app.definition import App
+from decider.processors.app.definition import AppDefinition
+from decider.processors.commands.parking import ParkedCommand
 from decider.processors.console import svg
 from decider.processors.console.data import (
     LAG_CAP,
@@ -28,7 +30,7 @@ from decider.processors.console.data import (
     SkippedInput,
 )
 from decider.processors.operate.progress import Progress
-from decider.processors.operate.queries import InstanceView, ParkedCommand
+from decider.processors.operate.queries import InstanceView
 
 NAV = (
     ("/instances", "Instances"),
@@ -60,7 +62,7 @@ class Chrome:
     for the page being served its path and query, and how often it refreshes itself
     (``refresh`` seconds, 0: never; by ``<meta http-equiv="refresh">``, no script)."""
 
-    app: App
+    app: AppDefinition
     actions: bool
     path: str = "/instances"
     query: Mapping[str, str] = attrs.field(factory=dict)
@@ -198,7 +200,7 @@ def instance_page(
     """
     ended = ""
     if view.status in (Lifecycle.FAILED, Lifecycle.CANCELLED):
-        verb = "Failed" if view.status is Lifecycle.FAILED else "Cancelled"
+        verb = Kind.FAILED if view.status is Lifecycle.FAILED else Kind.CANCELLED
         because = f": {esc(end_reason)}" if end_reason else ""
         ended = f'<p class="ended {esc(view.status.value)}"><b>{verb}</b>{because}</p>'
     elif parked:

@@ -31,11 +31,11 @@ from typing import Any
 import attrs
 
 from decider.diagram import Diagram
-from decider.processors.app.definition import App
-from decider.processors.app.errors import InstanceEnded, NotParked
+from decider.processors.app.definition import AppDefinition
+from decider.processors.app.errors import InstanceEnded, NotParked, OperationError
+from decider.processors.client.cancelling import request_cancel
 from decider.processors.console import data, pages
 from decider.processors.operate import skipped
-from decider.processors.operate.operations import OperationError, request_cancel
 from decider.processors.operate.queries import list_parked, retry_parked, show
 from decider.stores.errors import CorruptEvent, StoreError
 from decider.stores.protocol import EventStore
@@ -78,7 +78,7 @@ class Console:
 
     def __init__(
         self,
-        app: App,
+        app: AppDefinition,
         store: EventStore,
         *,
         actions: bool = False,

@@ -126,13 +126,16 @@ class Processor(Committing):
             try:
                 self.consume()
                 backoff.reset()
-            except (LeaseLost, LeaseNotHeld) as exc:
-                self.share.lease_gone(exc)
             except BaseException as exc:
-                failure = classify(exc, handling_input=False)
+                stopping = self.context.stop.is_set()
+                failure = classify(exc, handling_input=False, stopping=stopping)
                 if failure is Failure.INTERRUPT:
                     raise
-                if self.context.stop.is_set():
+                if failure is Failure.LET_GO:
+                    assert isinstance(exc, LeaseLost | LeaseNotHeld)
+                    self.share.lease_gone(exc)
+                    continue
+                if failure is Failure.STOP:
                     break
                 self.recover(exc, failure, backoff)
         self.engine_log.info(

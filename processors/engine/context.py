@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from decider.processors.app.definition import App
+from decider.processors.app.definition import AppDefinition
 from decider.processors.engine.clock import Clock, Signal
 from decider.stores.protocol import CheckpointStore, EventStore
 
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 class Context:
     """What a processor runs with; shared by the processors of one service run."""
 
-    app: App
+    app: AppDefinition
     store: EventStore
     checkpoints: CheckpointStore
     clock: Clock

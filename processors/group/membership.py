@@ -34,7 +34,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from decider.processors.app.definition import App
+from decider.processors.app.definition import AppDefinition
 from decider.processors.group import partitions
 from decider.stores import Lease, LeaseLost, LeaseStore
 from decider.stores.errors import StoreError
@@ -60,7 +60,7 @@ class PartitionGroup:
     def __init__(
         self,
         store: LeaseStore,
-        app: App,
+        app: AppDefinition,
         *,
         owner: str | None = None,
         ttl: float = DEFAULT_TTL,

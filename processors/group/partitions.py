@@ -2,7 +2,7 @@
 records kept for them in the store.
 
 An app's work splits into ``count`` partitions (:attr:`App.partitions
-<decider.processors.app.definition.App.partitions>`, 16 by default). An input belongs to the
+<decider.processors.App.partitions>`, 16 by default). An input belongs to the
 partition of the instance stream it is routed to: ``crc32(stream) % count``, a hash that is the same
 in every process and on every machine (Python's ``hash()`` is salted per process, so it is not
 used). A partition has its own checkpoint per processor (:func:`checkpoint_name`) and its own lease
@@ -22,7 +22,7 @@ import zlib
 
 from decider import Envelope, Metadata, event_id
 from decider.processors.app import decoding, streams
-from decider.processors.app.definition import App
+from decider.processors.app.definition import AppDefinition
 from decider.processors.app.errors import ProcessorError
 from decider.processors.app.messages import PartitionClaimed, PartitionCount
 from decider.stores import Lease
@@ -101,7 +101,7 @@ def count_stream(app: str) -> str:
     return streams.partition_count_stream(app)
 
 
-def ensure_count(store: EventStore, app: App) -> int:
+def ensure_count(store: EventStore, app: AppDefinition) -> int:
     """Record ``app.partitions`` in the store if no count is recorded yet; return it.
 
     Raises :class:`PartitionCountMismatch` if another count is recorded.
@@ -124,7 +124,7 @@ def ensure_count(store: EventStore, app: App) -> int:
     raise RuntimeError(f"could not record the partition count of {app.name!r}")  # pragma: no cover
 
 
-def record_claim(store: EventStore, app: App, lease: Lease) -> None:
+def record_claim(store: EventStore, app: AppDefinition, lease: Lease) -> None:
     """Append ``lease`` (a new epoch) to the app's lease history (idempotent per epoch)."""
     stream = history_stream(app.name)
     assert lease.owner is not None
@@ -132,7 +132,7 @@ def record_claim(store: EventStore, app: App, lease: Lease) -> None:
     store.append(stream, [_record(app, stream, f"{lease.partition}@{lease.epoch}", claim)], ANY)
 
 
-def claims(store: EventStore, app: App) -> list[PartitionClaimed]:
+def claims(store: EventStore, app: AppDefinition) -> list[PartitionClaimed]:
     """The app's lease history, in the order recorded."""
     found = []
     for record in store.read_stream(history_stream(app.name), 0):
@@ -142,7 +142,7 @@ def claims(store: EventStore, app: App) -> list[PartitionClaimed]:
     return found
 
 
-def _record(app: App, stream: str, cause: str, message: object) -> NewEvent:
+def _record(app: AppDefinition, stream: str, cause: str, message: object) -> NewEvent:
     new_id = event_id(stream, cause, 0)
     type_name, data, metadata = app.codec.encode_envelope(
         Envelope(message, Metadata(message_id=str(new_id)))

@@ -13,9 +13,9 @@ import collections
 
 import attrs
 
-from decider.codec import parse_type
+from decider.codec import Kind, parse_type
 from decider.processors.app import decoding, streams
-from decider.processors.app.definition import App
+from decider.processors.app.definition import AppDefinition
 from decider.processors.app.messages import RETRIED
 from decider.processors.commands.replay import park_record_id
 from decider.processors.operate.queries import list_parked
@@ -33,7 +33,7 @@ class HandlerStatus:
     parked: int
 
 
-def handler_status(store: EventStore, app: App) -> list[HandlerStatus]:
+def handler_status(store: EventStore, app: AppDefinition) -> list[HandlerStatus]:
     """Every handler of ``app`` with its commands in hand and parked, by handler name."""
     names = {h.type_name: h.name for h in app.handlers.values()}
     parked = collections.Counter(
@@ -51,7 +51,7 @@ def handler_status(store: EventStore, app: App) -> list[HandlerStatus]:
         for event in page:
             kind, type_name = parse_type(event.type)
             handler = names.get(type_name)
-            if kind != "Sent" or handler is None or app.workflow_of_stream(event.stream) is None:
+            if kind != Kind.SENT or handler is None or app.workflow_of_stream(event.stream) is None:
                 continue
             command_id = str(event.id)
             if store.read_stream(streams.results_stream(handler, command_id), 0, 1):

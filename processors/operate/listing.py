@@ -15,7 +15,7 @@ import attrs
 
 from decider import Lifecycle
 from decider.codec import lifecycle_of_type
-from decider.processors.app.definition import App, WorkflowRegistration
+from decider.processors.app.definition import AppDefinition, WorkflowRegistration
 from decider.processors.engine.reading import read_all
 from decider.processors.operate.stuck import is_stuck
 from decider.stores.protocol import EventStore, Filter
@@ -103,7 +103,7 @@ class _Seen:
 
 
 def list_instances(
-    store: EventStore, app: App, query: InstanceQuery, now: datetime | None = None
+    store: EventStore, app: AppDefinition, query: InstanceQuery, now: datetime | None = None
 ) -> InstancePage:
     """The instances of ``app`` that ``query`` selects, in the order they began.
 
@@ -123,7 +123,7 @@ def list_instances(
     return InstancePage(chosen, None)
 
 
-def _registrations(app: App, workflow: str | None) -> list[WorkflowRegistration]:
+def _registrations(app: AppDefinition, workflow: str | None) -> list[WorkflowRegistration]:
     if workflow is None:
         return list(app.workflows.values())
     if workflow not in app.workflows:
@@ -133,7 +133,10 @@ def _registrations(app: App, workflow: str | None) -> list[WorkflowRegistration]
 
 
 def _instances(
-    store: EventStore, app: App, registrations: list[WorkflowRegistration], after: int | None
+    store: EventStore,
+    app: AppDefinition,
+    registrations: list[WorkflowRegistration],
+    after: int | None,
 ) -> Iterable[_Seen]:
     """Every instance that began after ``after``, with its last state, in the order it began."""
     wanted = {r.workflow.name for r in registrations}

@@ -1,4 +1,7 @@
-"""What an operator writes: publish an input, request a cancel, reset a processor's checkpoint.
+"""What an operator writes: publish an input, reset a processor's checkpoint, and the heartbeat.
+
+A cancel request is the client's (:mod:`decider.processors.client.cancelling`); ``request_cancel``,
+``CancelRequest`` and ``OperationError`` are exported here too.
 
 Each is one idempotent append (or one checkpoint write) through the protocol. A reset is refused
 while a ``decider run`` service of the app is alive: such a service writes a heartbeat (the
@@ -11,26 +14,23 @@ from __future__ import annotations
 
 import time
 from datetime import datetime
-from typing import Any
 
 import attrs
 
 from decider import (
-    CancelRequested,
     DecodeError,
-    Lifecycle,
-    Metadata,
     UnknownMessageType,
-    event_id,
     new_id,
 )
-from decider.codec import lifecycle_of_type
 from decider.processors.app import decoding, streams
-from decider.processors.app.definition import App
-from decider.processors.app.messages import PartitionCount
+from decider.processors.app.definition import AppDefinition
+from decider.processors.app.errors import OperationError
+from decider.processors.app.messages import CANCEL_TYPE, PartitionCount
 from decider.processors.app.streams import cancel_stream
-from decider.processors.engine.reading import read_all, read_stream
-from decider.stores.protocol import ANY, CheckpointStore, EventStore, NewEvent, RecordedEvent
+from decider.processors.client import publishing
+from decider.processors.client.cancelling import CancelRequest, request_cancel
+from decider.processors.engine.reading import read_all
+from decider.stores.protocol import CheckpointStore, EventStore
 
 HEARTBEAT_EVERY = 2.0
 """Seconds between two heartbeats of a running ``decider run``."""
@@ -38,9 +38,6 @@ HEARTBEAT_EVERY = 2.0
 HEARTBEAT_TTL = 10.0
 """Seconds after its last heartbeat that a service still counts as holding its app.
 WARNING: compared with this machine's clock: clocks of the machines must agree within it."""
-
-CANCEL_TYPE = "decider.CancelRequested"
-"""The stored type of a cancel request (fields: ``reason``), an input to the instance."""
 
 __all__ = [
     "CANCEL_TYPE",
@@ -70,10 +67,6 @@ __all__ = [
 ]
 
 
-class OperationError(Exception):
-    """An operator's request that cannot be carried out; the message says why."""
-
-
 @attrs.frozen
 class Published:
     """An input appended by :func:`publish_json`."""
@@ -87,20 +80,20 @@ class Published:
         return {"message_id": self.message_id, "type": self.type, "stream": self.stream}
 
 
-def default_input_stream(app: App) -> str:
+def default_input_stream(app: AppDefinition) -> str:
     """The stream ``decider publish`` appends to when none is given: ``inputs-<app name>``
     (:func:`~decider.processors.app.streams.input_stream`)."""
     return streams.input_stream(app.name)
 
 
-def input_types(app: App) -> set[str]:
+def input_types(app: AppDefinition) -> set[str]:
     """The stored type names some workflow of ``app`` takes as input."""
     return {name for r in app.workflows.values() for name in r.inputs}
 
 
 def publish_json(
     store: EventStore,
-    app: App,
+    app: AppDefinition,
     type_name: str,
     document: str | bytes,
     *,
@@ -130,99 +123,21 @@ def publish_json(
         message = app.codec.decode_message(type_name, data)
     except (DecodeError, UnknownMessageType) as exc:
         raise OperationError(f"cannot decode the message: {exc}") from exc
-    published = app.publish(
-        store, message, target, message_id or new_id("msg"), correlation_id=correlation_id
+    published = publishing.publish(
+        app, store, message, target, message_id or new_id("msg"), correlation_id=correlation_id
     )
     return Published(published, type_name, target)
-
-
-@attrs.frozen
-class CancelRequest:
-    """A recorded cancel request; ``already``: one was recorded before (this one was not)."""
-
-    stream: str
-    message_id: str
-    reason: str
-    already: bool
-
-    def as_json(self) -> dict[str, object]:
-        """As a JSON object."""
-        return {
-            "instance": self.stream,
-            "message_id": self.message_id,
-            "reason": self.reason,
-            "already_requested": self.already,
-        }
-
-
-def request_cancel(store: EventStore, app: App, instance_stream: str, reason: str) -> CancelRequest:
-    """Record a ``decider.CancelRequested`` input for a running instance (one per instance: a
-    repeated request returns the first, ``already=True``, also once the instance has ended).
-
-    It goes to :func:`cancel_stream` with the instance id as correlation id, so the default
-    route (:func:`~decider.processors.app.definition.by_correlation`) delivers it to the instance.
-    Raises
-    :class:`OperationError` for a stream of no workflow, an instance without events, or one
-    that is no longer running.
-    """
-    registration = app.workflow_of_stream(instance_stream)
-    if registration is None:
-        raise OperationError(f"{instance_stream!r} is not the stream of a workflow of {app.name!r}")
-    stream = cancel_stream(instance_stream)
-    existing = store.read_stream(stream, 0, 1)
-    if existing:  # first: a repeated request is answered the same after the instance ended
-        first = _cancel_reason(app, existing[0])
-        return CancelRequest(instance_stream, str(existing[0].id), first, True)
-    status = _status(read_stream(store, instance_stream))
-    if status is None:
-        raise OperationError(f"instance {instance_stream!r} has no events")
-    if status is not Lifecycle.RUNNING:
-        raise OperationError(f"instance {instance_stream!r} is {status.value}, not running")
-    instance_id = instance_stream[len(registration.stream_prefix) :]
-    new = event_id(stream, "cancel", 0)
-    data = _encode_cancel(app, reason)
-    metadata = Metadata(message_id=str(new), correlation_id=instance_id)
-    encoded = app.codec.encode_metadata(metadata)
-    store.append(stream, [NewEvent(new, CANCEL_TYPE, data, encoded)], ANY)
-    return CancelRequest(instance_stream, str(new), reason, False)
-
-
-def _encode_cancel(app: App, reason: str) -> bytes:
-    """The request's data: through the codec where the message class is registered, else as
-    :class:`~decider.CancelRequested` (the type the engine reads)."""
-    if CANCEL_TYPE in app.codec.registry:
-        cls: Any = app.codec.registry.class_of(CANCEL_TYPE)
-        type_name, data = app.codec.encode_message(cls(reason=reason))
-        assert type_name == CANCEL_TYPE
-        return data
-    return app.codec.encode_data(CancelRequested(reason=reason))
-
-
-def _cancel_reason(app: App, record: RecordedEvent) -> str:
-    """The reason a stored cancel request gives (``None`` as text if it cannot be read)."""
-    try:
-        request = app.codec.decode_data(CancelRequested, record.type, record.data)
-    except DecodeError:
-        return "None"
-    return str(request.reason)
-
-
-def _status(events: list[RecordedEvent]) -> Lifecycle | None:
-    status: Lifecycle | None = None
-    for record in events:
-        status = lifecycle_of_type(record.type) or status
-    return status
 
 
 # -- checkpoints --------------------------------------------------------------------------
 
 
-def processor_names(app: App) -> list[str]:
+def processor_names(app: AppDefinition) -> list[str]:
     """The checkpoint names of ``app``'s processors, as a service names them."""
     return streams.processor_names(app.name, app.workflows)
 
 
-def resolve_processor(app: App, given: str) -> str:
+def resolve_processor(app: AppDefinition, given: str) -> str:
     """The processor ``given`` names: its full name, or the part after ``<app name>.``."""
     names = processor_names(app)
     for name in names:
@@ -233,25 +148,27 @@ def resolve_processor(app: App, given: str) -> str:
     )
 
 
-def heartbeat_name(app: App) -> str:
+def heartbeat_name(app: AppDefinition) -> str:
     """The checkpoint name under which a running service of ``app`` writes its heartbeat."""
     return streams.heartbeat_name(app.name)
 
 
-def beat(store: CheckpointStore, app: App, now: float | None = None) -> int:
+def beat(store: CheckpointStore, app: AppDefinition, now: float | None = None) -> int:
     """Write a heartbeat of ``app``'s service; returns the value written."""
     value = int((time.time() if now is None else now) * 1000)
     store.save_checkpoint(heartbeat_name(app), value)
     return value
 
 
-def clear_heartbeat(store: CheckpointStore, app: App, last: int) -> None:
+def clear_heartbeat(store: CheckpointStore, app: AppDefinition, last: int) -> None:
     """Clear the heartbeat at a graceful stop, unless another service has written one since."""
     if store.load_checkpoint(heartbeat_name(app)) == last:
         store.save_checkpoint(heartbeat_name(app), 0)
 
 
-def service_alive(store: CheckpointStore, app: App, now: float | None = None) -> float | None:
+def service_alive(
+    store: CheckpointStore, app: AppDefinition, now: float | None = None
+) -> float | None:
     """Seconds since a live service's last heartbeat (``None``: no service holds ``app``)."""
     value = store.load_checkpoint(heartbeat_name(app))
     if not value:
@@ -311,7 +228,7 @@ class Reset:
         }
 
 
-def recorded_partitions(store: EventStore, app: App) -> int | None:
+def recorded_partitions(store: EventStore, app: AppDefinition) -> int | None:
     """The partition count recorded in ``store`` for ``app`` (``None``: it never ran
     partitioned there)."""
     records = store.read_stream(streams.partition_count_stream(app.name), 0, 1)
@@ -321,7 +238,7 @@ def recorded_partitions(store: EventStore, app: App) -> int | None:
     return count.partitions if isinstance(count, PartitionCount) else None
 
 
-def check_no_service(store: EventStore, app: App) -> None:
+def check_no_service(store: EventStore, app: AppDefinition) -> None:
     """:class:`OperationError` if ``store`` keeps no checkpoints or a service of ``app`` is
     alive (see the module docstring): what :func:`reset_checkpoint` refuses, checked before an
     operator is asked to confirm."""
@@ -335,7 +252,11 @@ def check_no_service(store: EventStore, app: App) -> None:
 
 
 def planned_reset(
-    store: EventStore, app: App, processor: str, position: int, partition: int | None = None
+    store: EventStore,
+    app: AppDefinition,
+    processor: str,
+    position: int,
+    partition: int | None = None,
 ) -> Reset:
     """What :func:`reset_checkpoint` would write (``moved``), writing nothing.
 
@@ -383,7 +304,12 @@ def planned_reset(
 
 
 def reset_checkpoint(
-    store: EventStore, app: App, processor: str, position: int, *, partition: int | None = None
+    store: EventStore,
+    app: AppDefinition,
+    processor: str,
+    position: int,
+    *,
+    partition: int | None = None,
 ) -> Reset:
     """Set ``processor``'s checkpoints to ``position`` (see :func:`planned_reset`); returns
     what it wrote and what each checkpoint held before (``moved`` empty: nothing changed).

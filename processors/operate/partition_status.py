@@ -11,7 +11,7 @@ from typing import Any
 
 import attrs
 
-from decider.processors.app.definition import App
+from decider.processors.app.definition import AppDefinition
 from decider.processors.group import partitions
 from decider.processors.group.membership import PartitionGroup
 from decider.processors.operate import progress
@@ -22,7 +22,9 @@ LAG_CAP = 10_000
 """Lag is counted up to this many inputs (a larger lag shows as ``>=`` it)."""
 
 
-def join_group(store: EventStore, app: App, mode: str, ttl: float) -> PartitionGroup | None:
+def join_group(
+    store: EventStore, app: AppDefinition, mode: str, ttl: float
+) -> PartitionGroup | None:
     """The group ``decider run --partitions MODE`` joins: ``None`` for ``all`` (this process
     does all the work), a :class:`PartitionGroup` for ``auto``.
 
@@ -71,7 +73,7 @@ class PartitionRow:
     processors: list[ProcessorLag]
 
 
-def partition_rows(store: EventStore, app: App) -> list[PartitionRow]:
+def partition_rows(store: EventStore, app: AppDefinition) -> list[PartitionRow]:
     """Every partition of ``app`` as recorded in ``store``; empty if the app never ran
     partitioned there (no partition count recorded) or the store keeps no leases."""
     if not isinstance(store, LeaseStore) or not isinstance(store, CheckpointStore):

@@ -34,9 +34,9 @@ from datetime import datetime
 
 import attrs
 
-from decider.codec import event_kind
+from decider.codec import Kind, event_kind
 from decider.processors.app import decoding, streams
-from decider.processors.app.definition import App
+from decider.processors.app.definition import AppDefinition
 from decider.processors.commands.processor import CommandProcessor
 from decider.processors.engine.base import Context, Processor
 from decider.processors.engine.clock import Signal, SystemClock
@@ -64,7 +64,7 @@ SCAN_LIMIT = 50_000
 counts are lower bounds (``capped``)."""
 
 _PAGE = 1000
-_ENDING_KINDS = frozenset({"Completed", "Failed", "Cancelled"})
+_ENDING_KINDS = frozenset({Kind.COMPLETED, Kind.FAILED, Kind.CANCELLED})
 
 
 @attrs.frozen
@@ -93,7 +93,7 @@ class Progress:
         return max(0.0, (now - self.oldest_pending_at).total_seconds())
 
 
-def processors_of(app: App, store: EventStore) -> list[Processor]:
+def processors_of(app: AppDefinition, store: EventStore) -> list[Processor]:
     """The processors a :class:`~decider.processors.Service` of ``app`` runs, not started.
 
     Built the way the service builds them, for their names, filters and partition keys only.
@@ -110,12 +110,12 @@ def processors_of(app: App, store: EventStore) -> list[Processor]:
     return [*built, CommandProcessor(context), TimerProcessor(context)]
 
 
-def is_partitioned(store: EventStore, app: App) -> bool:
+def is_partitioned(store: EventStore, app: AppDefinition) -> bool:
     """Whether ``app`` ran partitioned on ``store`` (its partition count is recorded)."""
     return bool(store.read_stream(partitions.count_stream(app.name), 0, 1))
 
 
-def progress(store: EventStore, app: App, now: datetime) -> list[Progress]:
+def progress(store: EventStore, app: AppDefinition, now: datetime) -> list[Progress]:
     """Every processor's work, per partition in a partitioned run, in processor order.
 
     ``now`` decides which timers are due.
@@ -148,7 +148,7 @@ def summed(rows: Sequence[Progress]) -> Progress:
 
 
 def _of(
-    store: EventStore, app: App, processor: Processor, now: datetime, split: bool
+    store: EventStore, app: AppDefinition, processor: Processor, now: datetime, split: bool
 ) -> list[Progress]:
     load = store.load_checkpoint if isinstance(store, CheckpointStore) else (lambda name: None)
     own = load(processor.name)
@@ -211,7 +211,7 @@ def _of(
     ]
 
 
-def _key(processor: Processor, record: RecordedEvent, app: App) -> int:
+def _key(processor: Processor, record: RecordedEvent, app: AppDefinition) -> int:
     try:
         stream = processor.partition_key(record)
     except Exception:  # a processor that cannot route it skips it in its own stream's partition
@@ -220,7 +220,7 @@ def _key(processor: Processor, record: RecordedEvent, app: App) -> int:
 
 
 def _timer_due(
-    store: EventStore, app: App, record: RecordedEvent, now: datetime
+    store: EventStore, app: AppDefinition, record: RecordedEvent, now: datetime
 ) -> datetime | None:
     """When the timer of a ``Scheduled`` event falls due; ``None`` if it is done (fired, or its
     instance has ended so it is dropped) or cannot be read (the processor skips it)."""

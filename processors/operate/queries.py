@@ -11,16 +11,20 @@ from typing import Any
 
 import attrs
 
-from decider import Envelope, Lifecycle, Metadata, WorkflowEvent, advance, event_id, start
+from decider import Lifecycle, Metadata, WorkflowEvent, advance, start
 from decider.codec import lifecycle_of_type
 from decider.processors.app import decoding, streams
-from decider.processors.app.definition import App
+from decider.processors.app.definition import AppDefinition
 from decider.processors.app.errors import ConflictsExhausted, InstanceEnded, NotParked
-from decider.processors.app.messages import CommandParked, ParkedCommandRetried
+from decider.processors.commands.parking import (
+    ParkedCommand,
+    parked_in,
+    retry_request,
+)
 from decider.processors.engine.reading import read_all, read_stream
 from decider.processors.workflows.state_stored import load_instance
 from decider.stores.errors import WrongExpectedVersion
-from decider.stores.protocol import EventStore, NewEvent, RecordedEvent
+from decider.stores.protocol import EventStore
 
 _RACES = 5
 
@@ -68,22 +72,7 @@ class InstanceStatus:
     status: Lifecycle
 
 
-@attrs.frozen
-class ParkedCommand:
-    """A command set aside after its retries, until someone retries it."""
-
-    command_id: str
-    command_type: str
-    stream: str
-    revision: int
-    reason: str
-    attempts: int
-    parked_at: datetime
-    traceback: str | None = None
-    """The traceback (bounded) of the exception the handler raised, if it raised one."""
-
-
-def show(store: EventStore, app: App, stream: str) -> InstanceView:
+def show(store: EventStore, app: AppDefinition, stream: str) -> InstanceView:
     """The history, folded state and status of the instance stream ``stream``.
 
     Raises :class:`KeyError` if no workflow of ``app`` owns the stream, and
@@ -114,7 +103,9 @@ def show(store: EventStore, app: App, stream: str) -> InstanceView:
     return InstanceView(stream, workflow.name, history, instance.state, instance.status)
 
 
-def status(store: EventStore, app: App, workflow: str | None = None) -> list[InstanceStatus]:
+def status(
+    store: EventStore, app: AppDefinition, workflow: str | None = None
+) -> list[InstanceStatus]:
     """Every instance of ``app``'s workflows (or of one) with its status, by first appearance.
 
     Reads only the lifecycle events (``Began`` and the terminal ones: ``Completed``,
@@ -138,35 +129,15 @@ def status(store: EventStore, app: App, workflow: str | None = None) -> list[Ins
     return list(found.values())
 
 
-def list_parked(store: EventStore, app: App) -> list[ParkedCommand]:
+def list_parked(store: EventStore, app: AppDefinition) -> list[ParkedCommand]:
     """The commands of ``app`` that are parked now (parked, and not retried since)."""
     ledger = read_stream(store, streams.parked_stream(app.name))
-    return [command for command, _ in _parked(app, ledger)]
+    return [command for command, _ in parked_in(app, ledger)]
 
 
-def _parked(app: App, ledger: list[RecordedEvent]) -> list[tuple[ParkedCommand, RecordedEvent]]:
-    """The commands parked now in ``ledger``, each with its last park record."""
-    parked: dict[str, tuple[ParkedCommand, RecordedEvent]] = {}
-    for record in ledger:
-        message = decoding.decode_message(app.codec, record)
-        if isinstance(message, CommandParked):
-            command = ParkedCommand(
-                command_id=message.command_id,
-                command_type=message.command_type,
-                stream=message.stream,
-                revision=message.revision,
-                reason=message.reason,
-                attempts=message.attempts,
-                parked_at=record.recorded_at,
-                traceback=message.traceback,
-            )
-            parked[message.command_id] = (command, record)
-        elif isinstance(message, ParkedCommandRetried):
-            parked.pop(message.command_id, None)
-    return list(parked.values())
-
-
-def retry_parked(store: EventStore, app: App, command_id: str, *, force: bool = False) -> str:
+def retry_parked(
+    store: EventStore, app: AppDefinition, command_id: str, *, force: bool = False
+) -> str:
     """Re-queue a parked command: the command processor carries it out again.
 
     Returns the id of the retry request. Raises
@@ -183,7 +154,7 @@ def retry_parked(store: EventStore, app: App, command_id: str, *, force: bool = 
     stream = streams.parked_stream(app.name)
     for _ in range(_RACES):
         ledger = read_stream(store, stream)
-        found = {c.command_id: (c, record) for c, record in _parked(app, ledger)}
+        found = {c.command_id: (c, record) for c, record in parked_in(app, ledger)}
         if command_id not in found:
             raise NotParked(app.name, command_id)
         command, park = found[command_id]
@@ -199,7 +170,7 @@ def retry_parked(store: EventStore, app: App, command_id: str, *, force: bool = 
     raise ConflictsExhausted(stream, _RACES)
 
 
-def check_instance_running(store: EventStore, app: App, command: ParkedCommand) -> None:
+def check_instance_running(store: EventStore, app: AppDefinition, command: ParkedCommand) -> None:
     """:class:`~decider.processors.app.errors.InstanceEnded` if ``command`` was sent by a workflow
     instance that has ended since (a command of no instance passes)."""
     if app.workflow_of_stream(command.stream) is None:
@@ -211,25 +182,3 @@ def check_instance_running(store: EventStore, app: App, command: ParkedCommand) 
             ended = status
     if ended is not None:
         raise InstanceEnded(command.command_id, command.command_type, command.stream, ended.value)
-
-
-def parked_now(app: App, store: EventStore) -> dict[str, tuple[ParkedCommand, RecordedEvent]]:
-    """The commands of ``app`` parked now, by command id, each with its last park record."""
-    ledger = read_stream(store, streams.parked_stream(app.name))
-    return {command.command_id: (command, record) for command, record in _parked(app, ledger)}
-
-
-def retry_request(app: App, command: ParkedCommand, park: RecordedEvent) -> NewEvent:
-    """The ledger's request to retry ``command`` after its park record ``park``: one id per
-    park (whoever asks), so a command parked again may be retried again."""
-    stream = streams.parked_stream(app.name)
-    request = ParkedCommandRetried(
-        command_id=command.command_id,
-        command_type=command.command_type,
-        stream=command.stream,
-        revision=command.revision,
-    )
-    new_id = event_id(stream, f"{command.command_id}/retry/{park.id}", 0)
-    metadata = Metadata(message_id=str(new_id), causation_id=command.command_id)
-    type_name, data, encoded = app.codec.encode_envelope(Envelope(request, metadata))
-    return NewEvent(new_id, type_name, data, encoded)

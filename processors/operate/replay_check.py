@@ -14,7 +14,7 @@ import attrs
 
 from decider.codec import BEGAN
 from decider.processors.app.decoding import decode_event, decode_metadata
-from decider.processors.app.definition import App, WorkflowRegistration
+from decider.processors.app.definition import AppDefinition, WorkflowRegistration
 from decider.processors.engine.reading import read_all, read_stream
 from decider.stores.protocol import EventStore, Filter, RecordedEvent
 from decider.testing import ReplayReport, replay_check
@@ -38,7 +38,7 @@ class StoredReplay:
 
 
 def replay_stored(
-    store: EventStore, app: App, *, workflow: str | None = None, limit: int | None = None
+    store: EventStore, app: AppDefinition, *, workflow: str | None = None, limit: int | None = None
 ) -> list[StoredReplay]:
     """Replay the stored instances of ``app``'s workflows (or of one), in the order they began,
     at most ``limit`` of them; one :class:`StoredReplay` each.
@@ -71,7 +71,7 @@ def replay_stored(
 
 
 def assert_stored_replays(
-    store: EventStore, app: App, *, workflow: str | None = None, limit: int | None = None
+    store: EventStore, app: AppDefinition, *, workflow: str | None = None, limit: int | None = None
 ) -> list[StoredReplay]:
     """pytest helper: every stored instance replays the same through the current code.
 

@@ -32,7 +32,7 @@ import attrs
 from decider import Envelope, Metadata, event_id, message
 from decider.codec import COMMAND_KINDS, parse_type
 from decider.processors.app import streams
-from decider.processors.app.definition import App
+from decider.processors.app.definition import AppDefinition
 from decider.processors.app.messages import InputSkipped, ParkedCommandRetried
 from decider.processors.app.streams import parked_stream
 from decider.processors.engine.reading import read_all
@@ -112,7 +112,11 @@ class Redriven:
 
 
 def list_skipped(
-    store: EventStore, app: App, processor: str | None = None, *, pending_only: bool = False
+    store: EventStore,
+    app: AppDefinition,
+    processor: str | None = None,
+    *,
+    pending_only: bool = False,
 ) -> list[SkippedInput]:
     """The skip records of ``app``'s processors (or of one), in the order they were made."""
     prefix = (
@@ -135,14 +139,16 @@ def list_skipped(
     return [s for s in found if s.redriven_as is None] if pending_only else found
 
 
-def can_redrive(app: App, stream: str, event_type: str) -> bool:
+def can_redrive(app: AppDefinition, stream: str, event_type: str) -> bool:
     """Whether a skipped event of ``event_type`` in ``stream`` can be re-driven: any input
     outside an instance stream, and a command event in one; not a timer (``Scheduled:``)."""
     kind, _ = parse_type(event_type)
     return app.workflow_of_stream(stream) is None or kind in COMMAND_KINDS
 
 
-def find_skipped(store: EventStore, app: App, skip_id: str, *, exact: bool = False) -> SkippedInput:
+def find_skipped(
+    store: EventStore, app: AppDefinition, skip_id: str, *, exact: bool = False
+) -> SkippedInput:
     """The skip record whose id is (or, if unambiguous and not ``exact``, starts with)
     ``skip_id``.
 
@@ -168,7 +174,7 @@ def skipped_event(store: EventStore, skipped: SkippedInput) -> RecordedEvent | N
     return found[0]
 
 
-def redrive(store: EventStore, app: App, skipped: SkippedInput) -> Redriven:
+def redrive(store: EventStore, app: AppDefinition, skipped: SkippedInput) -> Redriven:
     """Hand ``skipped``'s event to its processor again (see the module docstring); idempotent.
 
     Raises :class:`NotRedrivable` for a timer's event, or an event no longer where it was.
@@ -209,7 +215,9 @@ def redrive(store: EventStore, app: App, skipped: SkippedInput) -> Redriven:
     return Redriven(skipped.skip_id, target, str(new.id), how)
 
 
-def _copy(app: App, ledger: str, skipped: SkippedInput, source: RecordedEvent) -> NewEvent:
+def _copy(
+    app: AppDefinition, ledger: str, skipped: SkippedInput, source: RecordedEvent
+) -> NewEvent:
     new_id = event_id(source.stream, f"{skipped.skip_id}/redrive", 0)
     metadata = source.metadata
     if source.stream == ledger or not metadata:
@@ -221,7 +229,7 @@ def _copy(app: App, ledger: str, skipped: SkippedInput, source: RecordedEvent) -
 
 
 def _retry_request(
-    app: App, ledger: str, skipped: SkippedInput, source: RecordedEvent, command_type: str
+    app: AppDefinition, ledger: str, skipped: SkippedInput, source: RecordedEvent, command_type: str
 ) -> NewEvent:
     request = ParkedCommandRetried(
         command_id=str(source.id),
@@ -233,7 +241,7 @@ def _retry_request(
 
 
 def _encode(
-    app: App, stream: str, cause: str, payload: object, causation: str | None = None
+    app: AppDefinition, stream: str, cause: str, payload: object, causation: str | None = None
 ) -> NewEvent:
     new_id = event_id(stream, cause, 0)
     metadata = Metadata(message_id=str(new_id), causation_id=causation or cause)
@@ -241,7 +249,7 @@ def _encode(
     return NewEvent(new_id, type_name, data, encoded)
 
 
-def _skipped(app: App, record: RecordedEvent, skipped: InputSkipped) -> SkippedInput:
+def _skipped(app: AppDefinition, record: RecordedEvent, skipped: InputSkipped) -> SkippedInput:
     return SkippedInput(
         skip_id=str(record.id),
         processor=skipped.processor,

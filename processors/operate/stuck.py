@@ -20,7 +20,7 @@ import attrs
 
 from decider import Lifecycle
 from decider.codec import lifecycle_of_type
-from decider.processors.app.definition import App, WorkflowRegistration
+from decider.processors.app.definition import AppDefinition, WorkflowRegistration
 from decider.stores.protocol import EventStore, Filter
 
 _PAGE = 1000
@@ -64,7 +64,7 @@ class StuckWatcher:
     """Follows the instance streams; :meth:`poll` tells which instances became stuck."""
 
     def __init__(
-        self, store: EventStore, app: App, now: Callable[[], datetime] | None = None
+        self, store: EventStore, app: AppDefinition, now: Callable[[], datetime] | None = None
     ) -> None:
         self.store = store
         self.app = app

@@ -36,12 +36,13 @@ import weakref
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Observation
 
 from decider import Lifecycle
+from decider.codec import LIFECYCLE_TYPES
 from decider.processors.app import streams
 from decider.processors.app.messages import CommandParked, InputSkipped, ParkedCommandRetried
 from decider.processors.engine.telemetry import SCOPE
@@ -51,9 +52,30 @@ from decider.processors.operate.stuck import StuckWatcher
 from decider.stores.protocol import EventStore, Filter, RecordedEvent
 
 if TYPE_CHECKING:
-    from decider.processors.app.definition import App
+    from decider.processors.app.definition import AppDefinition
     from decider.processors.engine.base import Processor
-    from decider.processors.service.service import Service
+
+
+class Watched(Protocol):
+    """What the metrics read of a running service
+    (a :class:`~decider.processors.service.service.Service`)."""
+
+    @property
+    def app(self) -> AppDefinition:
+        """The app the service runs."""
+
+    @property
+    def store(self) -> EventStore:
+        """The store the service reads and writes."""
+
+    @property
+    def processors(self) -> list[Processor]:
+        """The service's processors."""
+
+    @property
+    def running(self) -> bool:
+        """Whether the service runs now."""
+
 
 LAG_PAGE = 1000
 """How many pending inputs of a processor a lag sample reads at most."""
@@ -79,13 +101,12 @@ class InstanceCounts:
     Memory is a few counters per workflow, not per instance.
     """
 
-    def __init__(self, store: EventStore, app: App) -> None:
+    def __init__(self, store: EventStore, app: AppDefinition) -> None:
         self.store = store
         self.app = app
-        terminal = tuple(s.value.capitalize() for s in Lifecycle if s.terminal)
         self._filter = Filter(
             stream_prefixes=tuple(streams.instance_prefix(w) for w in app.workflows),
-            event_types=("Began", *terminal),
+            event_types=LIFECYCLE_TYPES,
         )
         self._position: int | None = None
         self.counts: Counter[tuple[str, Lifecycle]] = Counter()
@@ -119,7 +140,7 @@ class LedgerCounts:
     Memory is one id per command parked now and per skip record pending.
     """
 
-    def __init__(self, store: EventStore, app: App) -> None:
+    def __init__(self, store: EventStore, app: AppDefinition) -> None:
         self.store = store
         self.app = app
         self._ledger = streams.parked_stream(app.name)
@@ -163,7 +184,7 @@ class LedgerCounts:
 class _Sampler:
     """One service's sampled values, computed at most once per :data:`SAMPLE_EVERY`."""
 
-    def __init__(self, service: Service) -> None:
+    def __init__(self, service: Watched) -> None:
         self.instances = InstanceCounts(service.store, service.app)
         self.stuck = StuckWatcher(service.store, service.app)
         self.ledgers = LedgerCounts(service.store, service.app)
@@ -175,14 +196,14 @@ class _Sampler:
         self._taken = -SAMPLE_EVERY
         self._lock = threading.Lock()
 
-    def sample(self, service: Service) -> _Sampler:
+    def sample(self, service: Watched) -> _Sampler:
         with self._lock:
             if time.monotonic() - self._taken >= SAMPLE_EVERY:
                 self._take(service)
                 self._taken = time.monotonic()
         return self
 
-    def _take(self, service: Service) -> None:
+    def _take(self, service: Watched) -> None:
         now = datetime.now(UTC)
         for processor in list(service.processors):
             try:
@@ -214,18 +235,18 @@ def _lag(processor: Processor, store: EventStore, now: datetime) -> tuple[float,
     return seconds, page[-1].position - start
 
 
-_SERVICES: weakref.WeakKeyDictionary[Service, _Sampler] = weakref.WeakKeyDictionary()
+_SERVICES: weakref.WeakKeyDictionary[Watched, _Sampler] = weakref.WeakKeyDictionary()
 _SERVICES_LOCK = threading.Lock()
 
 
-def watch(service: Service) -> None:
+def watch(service: Watched) -> None:
     """Export ``service``'s sampled metrics while it runs (called by ``Service.start``)."""
     with _SERVICES_LOCK:
         if service not in _SERVICES:
             _SERVICES[service] = _Sampler(service)
 
 
-def _samples() -> list[tuple[Service, _Sampler]]:
+def _samples() -> list[tuple[Watched, _Sampler]]:
     with _SERVICES_LOCK:
         watched = list(_SERVICES.items())
     return [(service, sampler.sample(service)) for service, sampler in watched if service.running]

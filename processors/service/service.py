@@ -23,7 +23,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-from decider.processors.app.definition import App
+from decider.processors.app.definition import AppDefinition
 from decider.processors.app.errors import ProcessorDied
 from decider.processors.commands.consumer_group import (
     ConsumerGroupCommandProcessor,
@@ -68,7 +68,7 @@ class Service:
 
     def __init__(
         self,
-        app: App,
+        app: AppDefinition,
         store: EventStore,
         clock: Clock | None = None,
         *,

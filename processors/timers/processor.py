@@ -37,7 +37,7 @@ from datetime import datetime
 import attrs
 
 from decider import Metadata
-from decider.codec import event_kind
+from decider.codec import Kind, event_kind
 from decider.processors.app import decoding, streams
 from decider.processors.engine import telemetry
 from decider.processors.engine.base import Context, Outcome, Processor, Skip, Unit
@@ -48,7 +48,7 @@ from decider.stores.errors import CorruptEvent
 from decider.stores.protocol import NO_STREAM, RecordedEvent, StreamAppend
 
 _IDLE_WAIT = 3600.0
-_ENDING_KINDS = frozenset({"Completed", "Failed", "Cancelled"})
+_ENDING_KINDS = frozenset({Kind.COMPLETED, Kind.FAILED, Kind.CANCELLED})
 """The kinds of workflow event that end an instance."""
 
 

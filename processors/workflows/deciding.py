@@ -6,7 +6,7 @@ an instance is loaded and what its decision writes (events to its stream, or a r
 
 - **Inputs.** The workflow's registered inputs, and ``decider.CancelRequested`` from the cancel
   streams of its own instances (``decider-cancel-<instance stream>``, written by
-  :meth:`App.cancel <decider.processors.app.definition.App.cancel>` and ``decider cancel``). A
+  :meth:`App.cancel <decider.processors.client.app.App.cancel>` and ``decider cancel``). A
   cancel request goes to the instance its stream names (no route is asked) and is decided by
   :func:`decider.handle_cancel`: ``decide`` gets it if the workflow lists it among its inputs,
   else the instance is cancelled at once.
@@ -35,12 +35,11 @@ from decider import (
     handle_cancel,
 )
 from decider.processors.app import decoding, streams
-from decider.processors.app.definition import App, WorkflowRegistration, by_correlation
-from decider.processors.app.messages import COMMAND_FAILED
+from decider.processors.app.definition import AppDefinition, WorkflowRegistration, by_correlation
+from decider.processors.app.messages import CANCEL_TYPE, COMMAND_FAILED
 from decider.processors.engine import telemetry
 from decider.processors.engine.base import Processor, Skip
 from decider.processors.engine.failures import call_user
-from decider.processors.operate.operations import CANCEL_TYPE
 from decider.processors.workflows.cache import HandledIds
 from decider.stores.errors import CorruptEvent
 from decider.stores.protocol import Filter, RecordedEvent
@@ -86,7 +85,7 @@ class WorkflowInputs:
 
     def __init__(
         self,
-        app: App,
+        app: AppDefinition,
         registration: WorkflowRegistration,
         name: str,
         log: logging.Logger | logging.LoggerAdapter[Any],

@@ -38,7 +38,7 @@ from decider import (
     event_id,
     start,
 )
-from decider.codec import stored_type
+from decider.codec import Kind, stored_type
 from decider.processors.app import decoding, streams
 from decider.processors.app.definition import WorkflowRegistration
 from decider.processors.engine import telemetry
@@ -246,7 +246,7 @@ class WorkflowProcessor(DecidingProcessor):
                 and isinstance(wf_event, Received | InitiatedBy)
                 and wf_event.message is message
             ):
-                kind = "Received" if isinstance(wf_event, Received) else "InitiatedBy"
+                kind = Kind.RECEIVED if isinstance(wf_event, Received) else Kind.INITIATED_BY
                 type_name, data = stored_type(kind, source.type), source.data
             else:
                 type_name, data = codec.encode_event(wf_event)

@@ -49,7 +49,7 @@ from decider import (
 )
 from decider.errors import DecodeError
 from decider.processors.app import streams
-from decider.processors.app.definition import App, WorkflowRegistration
+from decider.processors.app.definition import AppDefinition, WorkflowRegistration
 from decider.processors.app.errors import AppDefinitionError
 from decider.processors.engine import telemetry
 from decider.processors.engine.base import Context, Outcome, Skip
@@ -103,7 +103,7 @@ def state_store(store: EventStore, workflow: str) -> StateStore:
 
 
 def load_instance(
-    store: EventStore, app: App, registration: WorkflowRegistration, stream: str
+    store: EventStore, app: AppDefinition, registration: WorkflowRegistration, stream: str
 ) -> Instance[Any]:
     """The state-stored instance of ``stream`` as its row holds it (not started: no row).
 

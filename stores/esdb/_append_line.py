@@ -32,10 +32,17 @@ from typing import Any
 
 import grpc
 
-from decider.stores.errors import StoreError, StoreUnavailable
+from decider.stores.errors import StoreError
+from decider.stores.esdb._client import call_options, channel
+from decider.stores.esdb._errors import (
+    closed_channel,
+    closed_while_waiting,
+    ended,
+    rpc_error,
+    store_closed,
+)
 from decider.stores.esdb._pipeline import (
     BATCH_APPEND,
-    UNAVAILABLE,
     Outcome,
     Req,
     Resp,
@@ -71,17 +78,13 @@ class _Call:
         self.pending: dict[str, _Waiter] = {}
         self.failure: StoreError | None = None
         self.lock = threading.Lock()
-        self.channel = client._connection._grpc_channel
+        self.channel = channel(client)
         multi = self.channel.stream_stream(
             BATCH_APPEND,
             request_serializer=Req.SerializeToString,
             response_deserializer=Resp.FromString,
         )
-        self.responses = multi(
-            self._requests(),
-            metadata=(*client._call_metadata, ("requires-leader", "true")),
-            credentials=client._call_credentials,
-        )
+        self.responses = multi(self._requests(), **call_options(client, leader=True))
         self.reader = threading.Thread(target=self._read, name="esdb-append-line", daemon=True)
         self.reader.start()
 
@@ -113,15 +116,11 @@ class _Call:
                     waiter = self.pending.pop(response.correlation_id.string, None)
                 if waiter is not None:
                     waiter.answer(outcome(response, waiter.append))
-            failure = StoreUnavailable("EventStoreDB ended the append call")
+            failure = ended("append call")
         except grpc.RpcError as exc:
-            code = exc.code() if isinstance(exc, grpc.Call) else None
-            if code in UNAVAILABLE or code is grpc.StatusCode.CANCELLED:
-                failure = StoreUnavailable(f"EventStoreDB did not answer: {code}")
-            else:
-                failure = StoreError(f"EventStoreDB append call failed: {code}")
+            failure = rpc_error(exc, "append call")
         except ValueError as exc:  # the channel was closed under us
-            failure = StoreUnavailable(f"EventStoreDB connection closed: {exc}")
+            failure = closed_channel(exc)
         self.fail(failure)
 
     def fail(self, failure: StoreError) -> None:
@@ -136,7 +135,7 @@ class _Call:
         self.requests.put(_END)
 
     def close(self) -> None:
-        self.fail(StoreUnavailable("the EventStoreDB event store is closed"))
+        self.fail(closed_while_waiting())
         self.responses.cancel()
 
 
@@ -165,11 +164,10 @@ class AppendLine:
     def _open(self) -> _Call:
         with self._lock:
             if self._closed:
-                raise StoreError("the EventStoreDB event store is closed")
+                raise store_closed()
             call = self._call
             stale = call is not None and (
-                call.failure is not None
-                or call.channel is not self._client._connection._grpc_channel
+                call.failure is not None or call.channel is not channel(self._client)
             )
             if stale:
                 assert call is not None
@@ -178,7 +176,7 @@ class AppendLine:
                 try:
                     call = self._call = _Call(self._client)
                 except ValueError as exc:  # the channel was closed under us
-                    raise StoreUnavailable(f"EventStoreDB connection closed: {exc}") from exc
+                    raise closed_channel(exc) from exc
             return call
 
     def close(self) -> None:

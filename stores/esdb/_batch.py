@@ -48,14 +48,14 @@ from decider.stores.esdb._batch_parts import (
     checkpoint_request,
     properties_only,
 )
+from decider.stores.esdb._client import CLIENT, call_options, channel
+from decider.stores.esdb._errors import mapped
 from decider.stores.esdb._records import NotProperties, append_records
 from decider.stores.esdb.store import (
     _STATES,
     CHECKPOINT_STREAM_PREFIX,
-    CLIENT,
     EsdbEventStore,
     _to_new,
-    map_error,
 )
 from decider.stores.leases import Lease, batch_checkpoints, batch_leases
 from decider.stores.names import CHECKPOINT
@@ -101,18 +101,12 @@ def server_methods(store: EsdbEventStore) -> frozenset[tuple[str, str]]:
 
     client: Any = store._client
     try:
-        channel = client._connection._grpc_channel
-        call = channel.unary_unary(
+        call = channel(client).unary_unary(
             _FEATURES,
             request_serializer=lambda _: b"",
             response_deserializer=serverfeatures_pb2.SupportedMethods.FromString,
         )
-        supported = call(
-            None,
-            timeout=5.0,
-            metadata=client._call_metadata,
-            credentials=client._call_credentials,
-        )
+        supported = call(None, timeout=5.0, **call_options(client))
     except Exception:
         return frozenset()
     return frozenset((m.service_name, m.method_name) for m in supported.methods)
@@ -308,16 +302,9 @@ class TransactionalEsdbEventStore(EsdbEventStore):
             )
             for stream, events, expected in requests
         ]
-        try:
+        # a conflict names the stream and what the caller's append expected of it
+        with mapped(expected={a.stream: a.expected_revision for a in appends}):
             return int(self._client.multi_append_to_stream(parts))
-        except CLIENT.base_error as exc:
-            error = map_error(exc)
-            if isinstance(error, WrongExpectedVersion):
-                expected = {a.stream: a.expected_revision for a in appends}
-                error = WrongExpectedVersion(
-                    error.stream, expected.get(error.stream, ANY), error.actual
-                )
-            raise error from exc
 
     def _records(
         self,
@@ -336,7 +323,7 @@ class TransactionalEsdbEventStore(EsdbEventStore):
 
     def _read_back(self, position: int, count: int) -> dict[uuid.UUID, tuple[int, int]]:
         """Revision and position by event id of the records just before and at ``position``."""
-        try:
+        with mapped():
             before = self._client.read_all(
                 commit_position=position,
                 backwards=True,
@@ -353,8 +340,6 @@ class TransactionalEsdbEventStore(EsdbEventStore):
                 commit_position=position, limit=1, filter_exclude=()
             ):
                 found[event.id] = (int(event.stream_position), int(event.commit_position))
-        except CLIENT.base_error as exc:
-            raise map_error(exc) from exc
         return found
 
     def _result(
@@ -367,10 +352,8 @@ class TransactionalEsdbEventStore(EsdbEventStore):
             return known
         located = found.get(known)
         if located is None:  # already stored before this batch: find it in its stream
-            try:
+            with mapped(item.stream):
                 located = self._locate(item.stream, known)
-            except CLIENT.base_error as exc:
-                raise map_error(exc, item.stream) from exc
         return AppendResult(next_expected_revision=located[0], position=located[1])
 
     def _merge(

@@ -10,8 +10,9 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, overload
 
+from decider import streams
 from decider.stores._expectations import Stored, plan_append
-from decider.stores.esdb.store import CHECKPOINT_STREAM_PREFIX, checkpoint_event
+from decider.stores.esdb.store import checkpoint_event
 from decider.stores.protocol import ANY, AppendResult, ExpectedRevision, NewEvent, StreamAppend
 
 Request = tuple[str, list[NewEvent], ExpectedRevision]
@@ -44,7 +45,7 @@ def checkpoint_request(
         type=event.type,
         data=event.data,
     )
-    return (CHECKPOINT_STREAM_PREFIX + name, [event], ANY)
+    return (streams.checkpoint_stream(name), [event], ANY)
 
 
 class LazyResults(Sequence[AppendResult]):

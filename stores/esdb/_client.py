@@ -1,20 +1,35 @@
-"""Which EventStoreDB/KurrentDB client package the adapter uses, and its names.
+"""Which EventStoreDB/KurrentDB client package the adapter uses, its names, and what the adapter
+takes from the client's internals.
 
 ``kurrentdbclient`` (extra ``kurrentdb``) and ``esdbclient`` (extra ``esdb``) are the same
 client under two names: the same v1 gRPC calls, the same methods, but other class and exception
 names, and ``kurrentdbclient`` also reads ``kurrentdb://`` and ``kdb://`` URIs and can call
 KurrentDB's v2 ``AppendSession``. They cannot share an environment (their grpcio pins
 exclude each other), so one is picked at import: ``kurrentdbclient`` if it is installed, else
-``esdbclient``. :func:`load` returns the chosen package's names (the adapter keeps them as
-``decider.stores.esdb.store.CLIENT``); nothing else in the adapter names a package.
+``esdbclient``. :func:`load` returns the chosen package's names, and :data:`CLIENT` holds them
+for the adapter (``decider.stores.esdb.store.CLIENT`` is the same object); nothing else in the
+adapter names a package.
+
+The adapter makes some gRPC calls itself (the open ``BatchAppend`` call, subscriptions'
+``Read`` calls, 26.1's ``AppendRecords``, the ``ServerFeatures`` probe) with the protocol code
+of :mod:`decider.stores.esdb._proto`. For those it needs from a client what neither package
+offers publicly: the channel to the node the client is connected to (:func:`channel`,
+:func:`target`), a channel of its own made as the client makes one (:func:`new_channel`), and
+the metadata and credentials the client sends with each call (:func:`call_options`). Those
+functions are the only readers of the clients' private attributes in the adapter; both
+packages name them alike.
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import grpc
 
 SCHEMES = ("esdb", "esdb+discover", "kurrentdb", "kurrentdb+discover", "kdb", "kdb+discover")
 """URI schemes that open the EventStoreDB/KurrentDB store, with either client."""
@@ -36,6 +51,7 @@ class ClientNames:
     stream_deleted: tuple[type[Exception], ...]
     failed_precondition: type[Exception]
     not_found: type[Exception]
+    already_exists: type[Exception]
     unavailable: tuple[type[Exception], ...]
     schemes: tuple[str, ...]
 
@@ -68,6 +84,7 @@ def _kurrentdbclient(package: ModuleType) -> ClientNames:
         stream_deleted=(errors.StreamIsDeletedError, errors.StreamTombstonedError),
         failed_precondition=errors.FailedPreconditionError,
         not_found=errors.NotFoundError,
+        already_exists=errors.AlreadyExistsError,
         unavailable=(
             errors.ServiceUnavailableError,
             errors.DeadlineExceededError,
@@ -93,6 +110,7 @@ def _esdbclient(package: ModuleType) -> ClientNames:
         stream_deleted=(errors.StreamIsDeleted,),
         failed_precondition=errors.FailedPrecondition,
         not_found=errors.NotFound,
+        already_exists=errors.AlreadyExists,
         unavailable=(
             errors.ServiceUnavailable,
             errors.DeadlineExceeded,
@@ -114,3 +132,36 @@ def load() -> ClientNames:
         if exc.name != "kurrentdbclient":
             raise
     return _esdbclient(importlib.import_module("esdbclient"))
+
+
+CLIENT = load()
+"""The client package in use: ``kurrentdbclient`` if installed, else ``esdbclient``."""
+
+
+def channel(client: Any) -> grpc.Channel:
+    """The gRPC channel of ``client``'s connection, to the node it is connected to now: a new
+    object once the client has reconnected (to another node, after discovery)."""
+    found: grpc.Channel = client._connection._grpc_channel
+    return found
+
+
+def target(client: Any) -> str:
+    """The gRPC target (``host:port``) of the node ``client`` is connected to now."""
+    return str(client._connection.grpc_target)
+
+
+def new_channel(client: Any, to: str, options: Sequence[tuple[str, Any]]) -> grpc.Channel:
+    """A new channel to ``to``, made as ``client`` makes its own (its TLS settings, root
+    certificates and options), with ``options`` added; the caller closes it."""
+    made: grpc.Channel = client._construct_grpc_channel(to, tuple(options))
+    return made
+
+
+def call_options(client: Any, *, leader: bool = False) -> dict[str, Any]:
+    """The keyword arguments of a gRPC call as ``client`` makes one: its call metadata
+    (``leader``: with ``requires-leader``, for a write) and its call credentials (the user
+    and password of the connection string)."""
+    metadata = tuple(client._call_metadata)
+    if leader:
+        metadata = (*metadata, ("requires-leader", "true"))
+    return {"metadata": metadata, "credentials": client._call_credentials}

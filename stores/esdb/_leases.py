@@ -31,19 +31,26 @@ from __future__ import annotations
 import json
 import threading
 import uuid
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from decider import streams
 from decider.stores.errors import StoreError, WrongExpectedVersion
 from decider.stores.leases import Lease, LeaseLost, check_ttl, claimed, holds
-from decider.stores.protocol import ANY, NO_STREAM, ExpectedRevision, NewEvent
+from decider.stores.names import NameRules
+from decider.stores.protocol import (
+    ANY,
+    NO_STREAM,
+    AppendResult,
+    ExpectedRevision,
+    NewEvent,
+    RecordedEvent,
+)
 
-if TYPE_CHECKING:
-    from decider.stores.esdb.store import EsdbEventStore
-
-LEASE_STREAM_PREFIX = "decider-lease-"
-"""Partition ``p``'s lease lives in stream ``decider-lease-<p>``."""
-LEASE_INDEX_STREAM = "decider-leaseindex"
+LEASE_STREAM_PREFIX = streams.LEASE_PREFIX
+"""Partition ``p``'s lease lives in stream ``decider-lease-<p>`` (named by the core)."""
+LEASE_INDEX_STREAM = streams.LEASE_INDEX_STREAM
 """The names of every partition ever claimed, one event each (duplicates possible)."""
 LEASE_EVENT_TYPE = "$decider-lease"
 """The type of lease events (``$``: a system event, outside user subscriptions)."""
@@ -58,7 +65,7 @@ Read = tuple[Lease | None, int | None]
 
 def lease_stream(partition: str) -> str:
     """The stream that holds ``partition``'s lease."""
-    return LEASE_STREAM_PREFIX + partition
+    return streams.lease_stream(partition)
 
 
 def lease_event(lease: Lease) -> NewEvent:
@@ -72,15 +79,40 @@ def lease_event(lease: Lease) -> NewEvent:
     return NewEvent(id=uuid.uuid4(), type=LEASE_EVENT_TYPE, data=json.dumps(data).encode())
 
 
+class Streams(Protocol):
+    """What the leases use of their store: its name rules, its reads and its appends."""
+
+    @property
+    def name_rules(self) -> NameRules: ...
+
+    def read_stream(
+        self, stream: str, from_revision: int = 0, limit: int | None = None
+    ) -> list[RecordedEvent]: ...
+
+    def append(
+        self, stream: str, events: Sequence[NewEvent], expected_revision: ExpectedRevision
+    ) -> AppendResult: ...
+
+
 class EsdbLeases:
     """The lease operations of one :class:`~decider.stores.esdb.EsdbEventStore`.
 
+    ``last_event_each`` gives the client's record of each stream's last event (``None``: no
+    stream), ``limit_stream`` keeps only a stream's last events: the store's own calls.
     It remembers, per partition, the revision at which this store last found or wrote a lease
     (what a fenced commit expects); a stale memory only costs a read and a retry.
     """
 
-    def __init__(self, store: EsdbEventStore) -> None:
+    def __init__(
+        self,
+        store: Streams,
+        *,
+        last_event_each: Callable[[Sequence[str]], list[Any]],
+        limit_stream: Callable[[str, int], None],
+    ) -> None:
         self._store = store
+        self._last_event_each = last_event_each
+        self._limit_stream = limit_stream
         self._lock = threading.Lock()
         self._known: dict[str, tuple[Lease, int]] = {}
         self._limited: set[str] = set()
@@ -129,7 +161,7 @@ class EsdbLeases:
             for e in self._store.read_stream(LEASE_INDEX_STREAM)
         }
         ordered = sorted(names)
-        last = self._store._last_event_each([lease_stream(name) for name in ordered])
+        last = self._last_event_each([lease_stream(name) for name in ordered])
         found = (
             self._parse(lease_stream(name), event)[0]
             for name, event in zip(ordered, last, strict=True)
@@ -139,7 +171,7 @@ class EsdbLeases:
     def read(self, partition: str) -> Read:
         """The partition's lease and its stream's revision, read from the server."""
         stream = lease_stream(partition)
-        [event] = self._store._last_event_each([stream])
+        [event] = self._last_event_each([stream])
         return self._parse(stream, event)
 
     def _parse(self, stream: str, event: Any) -> Read:
@@ -218,7 +250,7 @@ class EsdbLeases:
             if stream in self._limited:
                 return
             self._limited.add(stream)
-        self._store._limit_stream(stream, 8)
+        self._limit_stream(stream, 8)
 
 
 def _seconds(ttl: float) -> timedelta:

@@ -4,7 +4,8 @@
 over the client's persistent-subscription calls, which ``esdbclient`` and ``kurrentdbclient``
 name alike: ``create_subscription_to_all``, ``read_subscription_to_all`` (whose subscription
 has ``ack`` and ``nack``), ``get_subscription_info``, ``replay_parked_events`` and
-``delete_subscription``; only the ``AlreadyExists`` exception is named differently.
+``delete_subscription``; only the ``AlreadyExists`` exception is named differently
+(:mod:`._client` names it). Client exceptions become the store's in :mod:`._errors`.
 
 - The group's server-side filter is :func:`~decider.stores.esdb.server_filter` of the filter
   asked for, as for catch-up subscriptions; what it lets through that the filter does not
@@ -20,9 +21,9 @@ has ``ack`` and ``nack``), ``get_subscription_info``, ``replay_parked_events`` a
 from __future__ import annotations
 
 import contextlib
-import importlib
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from decider.stores.consumer_groups import (
     Delivery,
@@ -31,19 +32,13 @@ from decider.stores.consumer_groups import (
     Nack,
     ParkedLink,
 )
-from decider.stores.errors import StoreError
+from decider.stores.esdb._client import CLIENT
+from decider.stores.esdb._errors import map_error, mapped
+from decider.stores.esdb._filters import server_filter
 from decider.stores.esdb._reader import QueuedReader
-from decider.stores.esdb.store import CLIENT, map_error, server_filter
 from decider.stores.protocol import Filter, RecordedEvent
 
-if TYPE_CHECKING:
-    from decider.stores.esdb.store import EsdbEventStore
-
 _MAX_ACK_DELAY = 0.05
-_ERRORS = importlib.import_module(CLIENT.package + ".exceptions")
-_ALREADY_EXISTS: type[Exception] = getattr(
-    _ERRORS, "AlreadyExistsError", getattr(_ERRORS, "AlreadyExists", StoreError)
-)
 _NACKS = {Nack.RETRY: "retry", Nack.PARK: "park"}
 
 
@@ -84,7 +79,7 @@ class EsdbGroupReader(QueuedReader[Delivery]):
     a :class:`~decider.stores.consumer_groups.GroupReader`."""
 
     _ITEMS = (Delivery,)
-    _ENDED = "EventStoreDB ended the persistent subscription"
+    _ENDED = "persistent subscription"
     _THREAD = "esdb-group-reader"
 
     def __init__(self, subscription: Any, filter: Filter) -> None:
@@ -102,10 +97,8 @@ class EsdbGroupReader(QueuedReader[Delivery]):
         self._answer(lambda: self._subscription.nack(delivery.ack_id, action=_NACKS[action]))
 
     def _answer(self, send: Any) -> None:
-        try:
+        with mapped():
             send()
-        except CLIENT.base_error as exc:
-            raise map_error(exc) from exc
 
     def _cancel(self) -> None:
         # answers given so far are sent first
@@ -122,17 +115,19 @@ class EsdbGroupReader(QueuedReader[Delivery]):
 
 class EsdbConsumerGroup:
     """A persistent subscription to ``$all`` named ``name``, over ``filter``'s events;
-    a :class:`~decider.stores.consumer_groups.ConsumerGroup`."""
+    a :class:`~decider.stores.consumer_groups.ConsumerGroup`.
 
-    def __init__(self, store: EsdbEventStore, name: str, filter: Filter) -> None:
+    ``client`` gives the store's client, or raises once the store is closed.
+    """
+
+    def __init__(self, client: Callable[[], Any], name: str, filter: Filter) -> None:
         self.name = name
         self.filter = filter
-        self._store = store
+        self._open_client = client
 
     @property
     def _client(self) -> Any:
-        self._store._check_open()
-        return self._store._client
+        return self._open_client()
 
     def ensure(self, settings: GroupSettings, *, start: int | None) -> bool:
         """Create the group unless it exists (then its own settings stay); whether it was
@@ -151,7 +146,7 @@ class EsdbConsumerGroup:
                 **where,
                 **server_filter(self.filter),
             )
-        except _ALREADY_EXISTS:
+        except CLIENT.already_exists:
             return False
         except CLIENT.base_error as exc:
             raise map_error(exc) from exc
@@ -159,20 +154,16 @@ class EsdbConsumerGroup:
 
     def read(self, buffer_size: int) -> EsdbGroupReader:
         """Connect as a consumer holding at most ``buffer_size`` unanswered deliveries."""
-        try:
+        with mapped():
             subscription = self._client.read_subscription_to_all(
                 self.name, event_buffer_size=buffer_size, max_ack_delay=_MAX_ACK_DELAY
             )
-        except CLIENT.base_error as exc:
-            raise map_error(exc) from exc
         return EsdbGroupReader(subscription, self.filter)
 
     def info(self) -> GroupInfo:
         """The group's state on the server."""
-        try:
+        with mapped():
             info = self._client.get_subscription_info(self.name)
-        except CLIENT.base_error as exc:
-            raise map_error(exc) from exc
         return GroupInfo(
             in_flight=int(info.total_in_flight_messages),
             retry_buffer=int(info.retry_buffer_count),
@@ -184,10 +175,8 @@ class EsdbConsumerGroup:
 
     def replay_parked(self) -> None:
         """Ask the server to deliver every parked event again."""
-        try:
+        with mapped():
             self._client.replay_parked_events(self.name)
-        except CLIENT.base_error as exc:
-            raise map_error(exc) from exc
 
     def parked(self) -> list[ParkedLink]:
         """The parked stream's entries not replayed since, oldest first."""
@@ -207,7 +196,5 @@ class EsdbConsumerGroup:
 
     def delete(self) -> None:
         """Remove the group."""
-        try:
+        with mapped():
             self._client.delete_subscription(self.name)
-        except CLIENT.base_error as exc:
-            raise map_error(exc) from exc

@@ -7,7 +7,8 @@ an ``ANY`` append needs no read to find its revision). The store sends every app
 open call (:mod:`._append_line`). Messages are built with the generated modules the test
 server also uses (:mod:`decider.stores.esdb._proto`, a descriptor pool of their
 own), so neither client's internals are needed beyond its channel, call metadata and
-credentials.
+credentials (:mod:`._client`). An error in an answer becomes the store's in
+:func:`~decider.stores.esdb._errors.append_error`.
 """
 
 from __future__ import annotations
@@ -16,9 +17,8 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-import grpc
-
-from decider.stores.errors import StoreError, StoreUnavailable, StreamDeleted, WrongExpectedVersion
+from decider.stores.errors import StoreError
+from decider.stores.esdb._errors import append_error
 from decider.stores.esdb._proto import shared_pb2, streams_pb2
 from decider.stores.protocol import EXISTS, NO_STREAM, AppendResult, NewEvent, StreamAppend
 
@@ -26,7 +26,6 @@ BATCH_APPEND = "/event_store.client.streams.Streams/BatchAppend"
 _MAX_DEADLINE_SECONDS = 315_576_000_000  # protobuf's largest Duration: no deadline
 Req: Any = streams_pb2.BatchAppendReq
 Resp: Any = streams_pb2.BatchAppendResp
-UNAVAILABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 
 Outcome = AppendResult | StoreError
 """One append's answer: its result, or the error it met (mapped)."""
@@ -69,35 +68,16 @@ def _message(event: NewEvent) -> Any:
 
 
 def outcome(response: Any, item: StreamAppend) -> Outcome:
-    if response.WhichOneof("result") == "success":
-        success = response.success
-        if success.WhichOneof("current_revision_option") != "current_revision":
-            return StoreError(
-                f"EventStoreDB answered an append to {item.stream!r} without a revision"
-            )
+    success = response.success
+    if (
+        response.WhichOneof("result") == "success"
+        and success.WhichOneof("current_revision_option") == "current_revision"
+    ):
         return AppendResult(
             next_expected_revision=int(success.current_revision),
             position=int(success.position.commit_position),
         )
-    error = response.error
-    details = error.details
-    if details.Is(shared_pb2.WrongExpectedVersion.DESCRIPTOR):
-        wrong: Any = shared_pb2.WrongExpectedVersion()
-        details.Unpack(wrong)
-        actual = (
-            int(wrong.current_stream_revision)
-            if wrong.WhichOneof("current_stream_revision_option") == "current_stream_revision"
-            else None
-        )
-        return WrongExpectedVersion(item.stream, item.expected_revision, actual)
-    if details.Is(shared_pb2.StreamDeleted.DESCRIPTOR):
-        return StreamDeleted(item.stream)
-    if details.Is(shared_pb2.Timeout.DESCRIPTOR):
-        return StoreUnavailable(f"EventStoreDB timed out appending to {item.stream!r}")
-    return StoreError(
-        f"EventStoreDB error on {item.stream!r}: {error.message or 'append failed'}"
-        f" ({details.type_url.rpartition('/')[2] or 'no details'})"
-    )
+    return append_error(response, item.stream, item.expected_revision)
 
 
 def first_failure(outcomes: Sequence[Outcome]) -> list[AppendResult]:

@@ -7,7 +7,7 @@ call itself, as the append line does its ``BatchAppend`` call (:mod:`._append_li
 and makes a :class:`~decider.stores.protocol.RecordedEvent` straight from each answer. The
 messages are the generated ones the test server serves
 (:mod:`decider.stores.esdb._proto`, a descriptor pool of their own); of a client
-only its channel factory, call metadata and credentials are used.
+only its channel factory, call metadata and credentials are used (:mod:`._client`).
 
 Subscriptions go over a channel of the store's own (:class:`ReadChannel`), made by the client
 for the node it is connected to (its TLS settings and options), with gRPC's single-threaded
@@ -31,8 +31,7 @@ from typing import Any
 import grpc
 import grpc.experimental
 
-from decider.stores.errors import StoreError, StoreUnavailable
-from decider.stores.esdb._pipeline import UNAVAILABLE
+from decider.stores.esdb._client import call_options, new_channel, target
 from decider.stores.esdb._proto import shared_pb2, streams_pb2
 from decider.stores.protocol import RecordedEvent
 
@@ -45,7 +44,6 @@ _EPOCH = datetime.fromtimestamp(0, UTC)
 # "created" counts .NET ticks (100 ns) since the Unix epoch; divided as both clients divide
 # (the ticks made a float first), so a record read here equals one the client reads
 _TICKS_PER_SECOND = 10_000_000.0
-_UNAVAILABLE = (*UNAVAILABLE, grpc.StatusCode.CANCELLED)  # cancelled: the channel closed
 Req: Any = streams_pb2.ReadReq
 Resp: Any = streams_pb2.ReadResp
 _Options: Any = Req.Options
@@ -107,22 +105,21 @@ class ReadChannel:
     def open_read(self, request: Any) -> Any:
         """Start a ``Read`` call: an iterator of ``ReadResp`` that is also a :class:`grpc.Call`
         (``cancel()`` ends it). Iterate it on one thread only (the option's condition)."""
-        client = self._client
         call = self._get().unary_stream(
             READ, request_serializer=Req.SerializeToString, response_deserializer=Resp.FromString
         )
-        return call(request, metadata=client._call_metadata, credentials=client._call_credentials)
+        return call(request, **call_options(self._client))
 
     def _get(self) -> grpc.Channel:
-        target = self._client._connection.grpc_target
+        now = target(self._client)
         with self._lock:
             if self._closed:
                 raise ValueError("the store's read channel is closed")
-            if self._channel is None or target != self._target:
+            if self._channel is None or now != self._target:
                 if self._channel is not None:
                     self._channel.close()  # the node changed: its calls end, and resubscribe
-                self._channel = self._client._construct_grpc_channel(target, self._OPTIONS)
-                self._target = target
+                self._channel = new_channel(self._client, now, self._OPTIONS)
+                self._target = now
             return self._channel
 
     def close(self) -> None:
@@ -152,12 +149,3 @@ def recorded(read_event: Any) -> RecordedEvent:
         position=event.commit_position,
         recorded_at=recorded_at,
     )
-
-
-def rpc_error(exc: grpc.RpcError) -> StoreError:
-    """The :mod:`decider.stores.errors` exception for a failed ``Read`` call."""
-    code = exc.code() if isinstance(exc, grpc.Call) else None
-    if code in _UNAVAILABLE:
-        return StoreUnavailable(f"EventStoreDB did not answer: {code}")
-    details = exc.details() if isinstance(exc, grpc.Call) else None
-    return StoreError(f"EventStoreDB read failed: {code}: {details or 'no details'}")

@@ -11,8 +11,8 @@ import threading
 from abc import ABC, abstractmethod
 from typing import ClassVar, Generic, TypeVar, cast
 
-from decider.stores.errors import StoreError, StoreUnavailable
-from decider.stores.esdb.store import map_error
+from decider.stores.errors import StoreError
+from decider.stores.esdb._errors import ended, map_error
 
 _QUEUE_SIZE = 1000
 T = TypeVar("T")
@@ -22,8 +22,9 @@ class QueuedReader(ABC, Generic[T]):
     """Items of type ``T`` read from one gRPC call by a thread of their own.
 
     A kind says which items it hands over (``_ITEMS``), reads its call in :meth:`_pump`
-    (putting each item with :meth:`_put`), cancels it in :meth:`_cancel`, and names how the
-    call ended by itself (``_ENDED``). A kind calls :meth:`_start` once its call is open.
+    (putting each item with :meth:`_put`), cancels it in :meth:`_cancel`, and names its call
+    for the error raised when it ends by itself (``_ENDED``). A kind calls :meth:`_start`
+    once its call is open.
     """
 
     _END = object()
@@ -118,7 +119,7 @@ class QueuedReader(ABC, Generic[T]):
             return
         # A call never ends by itself: the server went away (or cancelled it).
         if not self._stopped.is_set():
-            self._put(StoreUnavailable(self._ENDED))
+            self._put(ended(self._ENDED))
 
     @abstractmethod
     def _pump(self) -> None:

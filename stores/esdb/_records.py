@@ -5,15 +5,16 @@ checkpoint was 26 gRPC messages and a thread to send them, about 5 ms of client 
 much of the server's. ``AppendRecords`` takes every record in one message (each record names
 its stream) with one consistency check per stream that expects a revision or a state, and
 answers each written stream's revision and the commit position. Neither client has to know
-it: the call goes over the client's channel with the messages generated for the test server
-(:mod:`decider.stores.esdb._proto`), like the append line (:mod:`._append_line`).
+it: the call goes over the client's channel (:mod:`._client`) with the messages generated for
+the test server (:mod:`decider.stores.esdb._proto`), like the append line (:mod:`._append_line`).
 
 Metadata travels as string properties, as with ``AppendSession``: a batch with other metadata
 raises :class:`NotProperties` before anything is sent (the caller appends it stream by
 stream). A failed check comes back as ``APPEND_CONSISTENCY_VIOLATION`` listing every
 violation; the first in the server's order is raised as
 :class:`~decider.stores.errors.WrongExpectedVersion` (or
-:class:`~decider.stores.errors.StreamDeleted` for a tombstoned stream).
+:class:`~decider.stores.errors.StreamDeleted` for a tombstoned stream), as
+:func:`~decider.stores.esdb._errors.records_error` reads it.
 """
 
 from __future__ import annotations
@@ -24,18 +25,16 @@ from typing import Any
 
 import grpc
 
-from decider.stores.errors import StoreError, StoreUnavailable, StreamDeleted, WrongExpectedVersion
-from decider.stores.esdb._pipeline import UNAVAILABLE
-from decider.stores.esdb._proto import error_details_pb2, streams_v2_errors_pb2, streams_v2_pb2
+from decider.stores.esdb._client import call_options, channel
+from decider.stores.esdb._errors import closed_channel, records_error
+from decider.stores.esdb._proto import streams_v2_pb2
 from decider.stores.protocol import ANY, EXISTS, NO_STREAM, ExpectedRevision, NewEvent
 
 APPEND_RECORDS = "/kurrentdb.protocol.v2.streams.StreamsService/AppendRecords"
 _JSON, _BYTES = 1, 4  # SchemaFormat
 _STATES = {NO_STREAM: -1, ANY: -2, EXISTS: -4}
-_TOMBSTONED = -6
 _Request: Any = streams_v2_pb2.AppendRecordsRequest
 _Response: Any = streams_v2_pb2.AppendRecordsResponse
-_Violations: Any = streams_v2_errors_pb2.AppendConsistencyViolationErrorDetails
 
 
 class NotProperties(ValueError):
@@ -88,62 +87,14 @@ def append_records(
     """
     request = records_request(requests)
     try:
-        call = client._connection._grpc_channel.unary_unary(
+        call = channel(client).unary_unary(
             APPEND_RECORDS,
             request_serializer=_Request.SerializeToString,
             response_deserializer=_Response.FromString,
         )
-        response = call(
-            request,
-            metadata=(*client._call_metadata, ("requires-leader", "true")),
-            credentials=client._call_credentials,
-        )
+        response = call(request, **call_options(client, leader=True))
     except ValueError as exc:  # the channel was closed under us
-        raise StoreUnavailable(f"EventStoreDB connection closed: {exc}") from exc
+        raise closed_channel(exc) from exc
     except grpc.RpcError as exc:
-        raise _mapped(exc, requests) from exc
+        raise records_error(exc, {stream: expected for stream, _, expected in requests}) from exc
     return int(response.position)
-
-
-def _mapped(
-    exc: grpc.RpcError, requests: Sequence[tuple[str, Sequence[NewEvent], ExpectedRevision]]
-) -> StoreError:
-    code = exc.code() if isinstance(exc, grpc.Call) else None
-    if code in UNAVAILABLE:
-        return StoreUnavailable(f"EventStoreDB did not answer: {code}")
-    details = exc.details() if isinstance(exc, grpc.Call) else None
-    if code is grpc.StatusCode.RESOURCE_EXHAUSTED and "metadata" in (details or ""):
-        # KurrentDB lists every failed check in the answer's trailers, which can pass the
-        # client's limit on received metadata (16 KiB: a redelivered batch whose many streams
-        # are written already). Nothing was written and a check failed, but which one cannot
-        # be read: the first checked stream stands for it, and the caller reads the streams
-        # (the adapter drops the appends already stored, and finds a real conflict).
-        checked = [stream for stream, _, expected in requests if expected is not ANY]
-        if checked:
-            first = checked[0]
-            return WrongExpectedVersion(first, {s: e for s, _, e in requests}[first], None)
-    if code is grpc.StatusCode.FAILED_PRECONDITION and isinstance(exc, grpc.Call):
-        violation = _first_violation(exc)
-        if violation is not None:
-            stream, actual = violation.stream, violation.actual_state
-            if actual == _TOMBSTONED:
-                return StreamDeleted(stream)
-            expected = {s: e for s, _, e in requests}.get(stream, ANY)
-            return WrongExpectedVersion(stream, expected, actual if actual >= 0 else None)
-    return StoreError(f"EventStoreDB refused the append: {code}: {details or 'no details'}")
-
-
-def _first_violation(call: grpc.Call) -> Any | None:
-    """The first stream-state violation in the call's rich status, if it has one."""
-    for key, value in call.trailing_metadata() or ():
-        if key != "grpc-status-details-bin":
-            continue
-        status: Any = error_details_pb2.Status.FromString(value)
-        for detail in status.details:
-            if detail.Is(_Violations.DESCRIPTOR):
-                found: Any = _Violations()
-                detail.Unpack(found)
-                for violation in found.violations:
-                    if violation.HasField("stream_state"):
-                        return violation.stream_state
-    return None

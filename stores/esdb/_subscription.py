@@ -9,10 +9,10 @@ from collections.abc import Iterator
 
 import grpc
 
-from decider.stores.errors import StoreUnavailable
-from decider.stores.esdb._read_call import ReadChannel, recorded, rpc_error, subscription_request
+from decider.stores.esdb._errors import closed_channel, rpc_error
+from decider.stores.esdb._filters import server_filter
+from decider.stores.esdb._read_call import ReadChannel, recorded, subscription_request
 from decider.stores.esdb._reader import QueuedReader
-from decider.stores.esdb.store import server_filter
 from decider.stores.protocol import CaughtUp, Filter, RecordedEvent
 
 
@@ -26,7 +26,7 @@ class EsdbSubscription(QueuedReader[RecordedEvent | CaughtUp]):
     """
 
     _ITEMS = (RecordedEvent, CaughtUp)
-    _ENDED = "EventStoreDB ended the subscription"
+    _ENDED = "subscription"
     _THREAD = "esdb-subscription"
 
     def __init__(self, channel: ReadChannel, after_position: int | None, filter: Filter) -> None:
@@ -37,7 +37,7 @@ class EsdbSubscription(QueuedReader[RecordedEvent | CaughtUp]):
         try:
             self._call = channel.open_read(request)
         except ValueError as exc:  # the channel was closed under us
-            raise StoreUnavailable(f"EventStoreDB connection closed: {exc}") from exc
+            raise closed_channel(exc) from exc
         self._start()
 
     def __iter__(self) -> Iterator[RecordedEvent | CaughtUp]:
@@ -52,7 +52,7 @@ class EsdbSubscription(QueuedReader[RecordedEvent | CaughtUp]):
             self._read()
         except grpc.RpcError as exc:
             if not self.stopped:
-                raise rpc_error(exc) from exc
+                raise rpc_error(exc, "read") from exc
 
     def _read(self) -> None:
         caught_up_sent = False

@@ -19,7 +19,9 @@ Positions are EventStoreDB commit positions. Checkpoints live in the stream
 them out of every subscription that excludes system events (ours and esdbclient's default), and
 a non-``$`` stream needs no admin rights on a secured node.
 
-Every client error is mapped to :mod:`decider.stores.errors` in :func:`map_error`.
+Every client error, failed gRPC call and closed channel is mapped to
+:mod:`decider.stores.errors` in :mod:`decider.stores.esdb._errors`; what the adapter takes from
+the client's internals is in :mod:`decider.stores.esdb._client`.
 
 Leases (a :class:`~decider.stores.leases.LeaseStore`) live in one stream per partition, written
 with expected revisions (:mod:`decider.stores.esdb._leases`).
@@ -33,9 +35,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import enum
 import json
-import re
 import sys
 import threading
 import uuid
@@ -44,16 +44,13 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from decider import streams
 from decider.stores._expectations import check_read_args, validate_append
-from decider.stores.errors import (
-    StoreError,
-    StoreUnavailable,
-    StreamDeleted,
-    UnsupportedStoreURI,
-    WrongExpectedVersion,
-)
+from decider.stores.errors import StoreError
 from decider.stores.esdb._append_line import AppendLine
-from decider.stores.esdb._client import load
+from decider.stores.esdb._client import CLIENT as _CHOSEN
+from decider.stores.esdb._errors import map_error, mapped, opening_error, store_closed
+from decider.stores.esdb._filters import server_filter, server_filter_is_exact
 from decider.stores.esdb._leases import EsdbLeases
 from decider.stores.esdb._pipeline import first_failure
 from decider.stores.esdb._read_call import ReadChannel
@@ -77,49 +74,19 @@ if TYPE_CHECKING:
     from decider.stores.esdb._persistent import EsdbConsumerGroup
     from decider.stores.esdb._subscription import EsdbSubscription
 
-CHECKPOINT_STREAM_PREFIX = "decider-checkpoint-"
-"""Processor ``name`` keeps its position in stream ``decider-checkpoint-<name>``."""
+CHECKPOINT_STREAM_PREFIX = streams.CHECKPOINT_PREFIX
+"""Processor ``name`` keeps its position in stream ``decider-checkpoint-<name>`` (named by the
+core)."""
 CHECKPOINT_EVENT_TYPE = "$decider-checkpoint"
 """The type of checkpoint events (``$``: a system event, excluded from user subscriptions)."""
 
-CLIENT = load()
-"""The client package in use: ``kurrentdbclient`` if installed, else ``esdbclient``."""
+CLIENT = _CHOSEN
+"""The client package in use: ``kurrentdbclient`` if installed, else ``esdbclient`` (chosen in
+:mod:`decider.stores.esdb._client`, when it is imported)."""
 
 _PAGE = 1000
-_ACTUAL_REVISION = re.compile(r"Stream position of last event is (\d+) ")
 _STATE = CLIENT.stream_state
 _STATES = {NO_STREAM: _STATE.NO_STREAM, EXISTS: _STATE.EXISTS, ANY: _STATE.ANY}
-
-
-def map_error(
-    exc: Exception, stream: str = "$all", expected: ExpectedRevision | None = None
-) -> StoreError:
-    """The :mod:`decider.stores.errors` exception for a client exception (the one place).
-
-    ``esdbclient``'s ``WrongCurrentVersion`` carries the actual revision only in its message,
-    worded in two fixed ways: "Stream 'x' does not exist" and "Stream position of last event is
-    N not E"; ``kurrentdbclient``'s also has it as ``actual_version`` (an int, or the
-    ``NO_STREAM`` state), and names the stream of a failed multi-stream append.
-    """
-    if isinstance(exc, StoreError):
-        return exc
-    if isinstance(exc, CLIENT.wrong_version):
-        actual = getattr(exc, "actual_version", None)
-        named = getattr(exc, "stream_name", None)
-        if named and stream == "$all":
-            stream = str(named)
-        if not isinstance(actual, int) or isinstance(actual, enum.Enum):
-            found = _ACTUAL_REVISION.search(str(exc))
-            actual = int(found.group(1)) if found else None
-        return WrongExpectedVersion(stream, expected, actual)
-    if isinstance(exc, CLIENT.stream_deleted) or (
-        isinstance(exc, CLIENT.failed_precondition) and "is deleted" in str(exc)
-    ):
-        named = getattr(exc, "stream_name", None)
-        return StreamDeleted(str(named) if named and stream == "$all" else stream)
-    if isinstance(exc, CLIENT.unavailable):
-        return StoreUnavailable(f"EventStoreDB did not answer: {exc!r}")
-    return StoreError(f"EventStoreDB error on {stream!r}: {exc!r}")
 
 
 def _to_recorded(event: Any) -> RecordedEvent:
@@ -147,26 +114,6 @@ def _to_new(event: NewEvent) -> Any:
     )
 
 
-def server_filter(filter: Filter) -> dict[str, Any]:
-    """Client filter arguments that select a superset of ``filter``'s events.
-
-    Event types go first: the processors' filters name a few types out of the many that their
-    workflow streams hold (a workflow stream prefix would let every event of every instance
-    through, for the client to drop). Then stream prefixes; with neither, system event types
-    are excluded. The caller still applies ``filter.matches`` to what comes back.
-    """
-    if filter.event_types or filter.event_type_prefixes:
-        parts = [re.escape(t) for t in filter.event_types]
-        parts += [re.escape(p) + ".*" for p in filter.event_type_prefixes]
-        return {"filter_include": ["(?:" + "|".join(parts) + ")"], "filter_exclude": ()}
-    if filter.stream_prefixes:
-        parts = [re.escape(p) + ".*" for p in filter.stream_prefixes]
-        return {"filter_include": ["(?:" + "|".join(parts) + ")"], "filter_by_stream_name": True}
-    if filter.include_system:
-        return {"filter_exclude": ()}
-    return {"filter_exclude": [r"\$.*"]}
-
-
 def checkpoint_event(position: int) -> NewEvent:
     """The event that stores a checkpoint at ``position``."""
     return NewEvent(
@@ -174,16 +121,6 @@ def checkpoint_event(position: int) -> NewEvent:
         type=CHECKPOINT_EVENT_TYPE,
         data=json.dumps({"position": position}).encode(),
     )
-
-
-def server_filter_is_exact(filter: Filter) -> bool:
-    """Whether :func:`server_filter` selects exactly ``filter``'s events (one side only).
-
-    EventStoreDB filters on the stream name or on the event type, never both; a filter with
-    both is sent as its type part and finished locally.
-    """
-    has_types = bool(filter.event_types or filter.event_type_prefixes)
-    return not (filter.stream_prefixes and has_types)
 
 
 class EsdbEventStore:
@@ -203,16 +140,16 @@ class EsdbEventStore:
     def __init__(self, uri: str) -> None:
         try:
             self._client = CLIENT.client_class(CLIENT.client_uri(uri))
-        except ValueError as exc:
-            raise UnsupportedStoreURI(uri, str(exc)) from exc
-        except CLIENT.base_error as exc:  # discovery (esdb+discover://)
-            raise map_error(exc) from exc
+        except (ValueError, CLIENT.base_error) as exc:  # a bad URI; discovery (+discover)
+            raise opening_error(uri, exc) from exc
         self._shown = redact_uri(uri)
         self._subscriptions: set[EsdbSubscription] = set()
         self._checkpoint_limited: set[str] = set()  # checkpoint streams given a $maxCount
         self._lock = threading.Lock()
         self._closed = False
-        self._leases = EsdbLeases(self)
+        self._leases = EsdbLeases(
+            self, last_event_each=self._last_event_each, limit_stream=self._limit_stream
+        )
         self._line = AppendLine(self._client)
         self._reads = ReadChannel(self._client)
         _OPEN.add(self)
@@ -258,10 +195,8 @@ class EsdbEventStore:
         with contextlib.ExitStack() as calls:
             started = []
             for stream, from_revision in reads:
-                try:
+                with mapped(stream):
                     call = self._client.read_stream(stream, stream_position=from_revision)
-                except CLIENT.base_error as exc:
-                    raise map_error(exc, stream) from exc
                 started.append((stream, calls.enter_context(call)))
             for stream, events in started:
                 try:
@@ -335,12 +270,10 @@ class EsdbEventStore:
             want = _PAGE if limit is None else limit - len(found)
             if not exact:
                 want = max(want, _PAGE)
-            try:
+            with mapped():
                 page = list(
                     self._client.read_all(commit_position=position, limit=want + 1, **arguments)
                 )
-            except CLIENT.base_error as exc:
-                raise map_error(exc) from exc
             for event in page:
                 if position is not None and event.commit_position == position:
                     continue
@@ -369,7 +302,7 @@ class EsdbEventStore:
         """The last position saved for processor ``name``, or ``None``."""
         self.name_rules.check(CHECKPOINT, name)
         self._check_open()
-        stream = CHECKPOINT_STREAM_PREFIX + name
+        stream = streams.checkpoint_stream(name)
         try:
             events = self._client.get_stream(stream, backwards=True, limit=1)
         except CLIENT.not_found:
@@ -392,7 +325,7 @@ class EsdbEventStore:
         """
         self.name_rules.check(CHECKPOINT, name)
         self._check_open()
-        stream = CHECKPOINT_STREAM_PREFIX + name
+        stream = streams.checkpoint_stream(name)
         first_failure(self._line.submit([StreamAppend(stream, [checkpoint_event(position)], ANY)]))
         self._limit_checkpoint_stream(name)
 
@@ -403,14 +336,12 @@ class EsdbEventStore:
             if name in self._checkpoint_limited:
                 return
             self._checkpoint_limited.add(name)
-        self._limit_stream(CHECKPOINT_STREAM_PREFIX + name, 8)
+        self._limit_stream(streams.checkpoint_stream(name), 8)
 
     def _limit_stream(self, stream: str, count: int) -> None:
         """Let EventStoreDB keep only the last ``count`` events of ``stream``."""
-        try:
+        with mapped(stream):
             self._client.set_stream_metadata(stream, metadata={"$maxCount": count})
-        except CLIENT.base_error as exc:
-            raise map_error(exc, stream) from exc
 
     def _last_event_each(self, streams: Sequence[str]) -> list[Any]:
         """The client's record of each stream's last event (``None``: no stream), every read
@@ -420,10 +351,8 @@ class EsdbEventStore:
         with contextlib.ExitStack() as calls:
             started = []
             for stream in streams:
-                try:
+                with mapped(stream):
                     call = self._client.read_stream(stream, backwards=True, limit=1)
-                except CLIENT.base_error as exc:
-                    raise map_error(exc, stream) from exc
                 started.append((stream, calls.enter_context(call)))
             for stream, events in started:
                 try:
@@ -460,7 +389,7 @@ class EsdbEventStore:
         :class:`~decider.stores.consumer_groups.ConsumerGroupStore`."""
         from decider.stores.esdb._persistent import EsdbConsumerGroup
 
-        return EsdbConsumerGroup(self, name, filter)
+        return EsdbConsumerGroup(self._open_client, name, filter)
 
     def close(self) -> None:
         """Stop every subscription and close the connection; safe to call twice."""
@@ -479,7 +408,12 @@ class EsdbEventStore:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise StoreError("the EventStoreDB event store is closed")
+            raise store_closed()
+
+    def _open_client(self) -> Any:
+        """The client, unless the store is closed (then :func:`store_closed`'s error)."""
+        self._check_open()
+        return self._client
 
 
 _OPEN: weakref.WeakSet[EsdbEventStore] = weakref.WeakSet()

@@ -20,13 +20,13 @@ from decider.stores.errors import (
     UnsupportedStoreURI,
     WrongExpectedVersion,
 )
+from decider.stores.esdb._errors import map_error
+from decider.stores.esdb._filters import server_filter
 from decider.stores.esdb.store import (
     CHECKPOINT_EVENT_TYPE,
     CHECKPOINT_STREAM_PREFIX,
     CLIENT,
     EsdbEventStore,
-    map_error,
-    server_filter,
 )
 from decider.stores.esdb.testserver import EsdbTestServer
 from decider.stores.protocol import ALL, ANY, EXISTS, NO_STREAM, CaughtUp, Filter, NewEvent

@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from decider import Lifecycle, Metadata, Received, event_id
-from decider.processors import InputSkipped, Service, show
-from decider.processors.app.definition import App
+from decider.processors import App, InputSkipped, Service, show
 from decider.processors.workflows.processor import WorkflowProcessor
 from decider.stores.protocol import (
     ANY,

@@ -164,7 +164,9 @@ def test_postgresql_errors_hide_the_password() -> None:
 def test_an_adapter_without_its_driver_names_the_extra(
     monkeypatch: pytest.MonkeyPatch, uri: str, adapter: str, driver: str, extra: str
 ) -> None:
-    monkeypatch.delitem(sys.modules, adapter, raising=False)
+    # the adapter chooses its client package in ``_client``, beside it: forget both
+    for module in (adapter, adapter.rpartition(".")[0] + "._client"):
+        monkeypatch.delitem(sys.modules, module, raising=False)
     monkeypatch.setitem(sys.modules, driver, None)
     with pytest.raises(UnsupportedStoreURI) as caught:
         open_store(uri)
