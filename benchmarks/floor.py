@@ -271,6 +271,8 @@ def service_once(
             observer.join()
             seconds, cpu = time.perf_counter() - start, _process_cpu() - cpu_start
             counter.stop()
+            # The service's threads keep counting until they stop: count up to the last fine.
+            counted = sum(c for ident, c in counter.by_thread.items() if ident != observer.ident)
             threads_after, names = _threads(), _names()
             server_after = backends.read() if backends else {}
         finally:
@@ -286,7 +288,6 @@ def service_once(
     rest = service_cpu - sum(split.values())
     if rest > 0:
         split["other"] = round(rest, 6)
-    counted = sum(count for ident, count in counter.by_thread.items() if ident != observer.ident)
     return {
         "side": "service",
         "store": kind,

@@ -4,7 +4,7 @@
 it exercises every code path in well under a minute and says nothing reliable about speed.
 The full mode uses the sizes the targets are stated for.
 
-PostgreSQL (figures 3c-3g and its end-to-end run) is part of every mode unless left out
+PostgreSQL (figures 3c-3g, its end-to-end run and figure 12) is part of every mode unless left out
 (``postgres=False``, ``--no-postgres``); when it is in, the server must answer before anything
 runs, or :class:`~benchmarks.pg.PostgresUnavailable` says which server did not.
 """
