@@ -4,7 +4,7 @@
 it exercises every code path in well under a minute and says nothing reliable about speed.
 The full mode uses the sizes the targets are stated for.
 
-PostgreSQL (figures 3c-3g and its end-to-end run) is part of every mode unless left out
+PostgreSQL (figures 3c-3g, its end-to-end run and figure 12) is part of every mode unless left out
 (``postgres=False``, ``--no-postgres``); when it is in, the server must answer before anything
 runs, or :class:`~benchmarks.pg.PostgresUnavailable` says which server did not.
 """
@@ -36,10 +36,11 @@ ALL_FIGURES: tuple[str, ...] = (
     "state",
     "scaleout",
     "alone",
+    "floor",
 )
 """The names of the benchmark groups, in the order they run."""
 
-_USE_POSTGRES = ("append", "e2e", "scaleout", "alone")
+_USE_POSTGRES = ("append", "e2e", "scaleout", "alone", "floor")
 
 
 @attrs.frozen
@@ -81,6 +82,8 @@ class Sizes:
     """Figure 9, growth: one process at the small and the large N."""
     alone: int = 300
     """Figure 10: workflows (and requests) one at a time, per store and place."""
+    floor: tuple[int, int] = (2_000, 300)
+    """Figure 12: workflows per run (``e2e_repeats`` pairs), and in the call-counting runs."""
 
 
 QUICK = Sizes(
@@ -112,6 +115,7 @@ QUICK = Sizes(
     scaleout_failover_n=300,
     scaleout_growth=(200, 600),
     alone=20,
+    floor=(200, 50),
 )
 """The smoke-test sizes: every path runs, in seconds."""
 
@@ -341,6 +345,19 @@ def _run_group(
             )
 
         return _pending_on_import_error("alone", "10. one at a time", alone)
+
+    if group == "floor":
+
+        def floor() -> list[Result]:
+            from benchmarks import floor
+
+            stores = ("sqlite", "memory") + (("postgres",) if pg_uri is not None else ())
+            n, calls_n = sizes.floor
+            return floor.measure(
+                stores, n, calls_n, sizes.e2e_repeats, sizes.e2e_timeout, pg_uri, say
+            )
+
+        return _pending_on_import_error("floor", "12. CPU per workflow against the floor", floor)
 
     if group == "state":
 

@@ -17,7 +17,7 @@ _ROOT = str(Path(__file__).resolve().parents[2])
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
-from benchmarks import pg  # noqa: E402
+from benchmarks import floor, pg  # noqa: E402
 from benchmarks.__main__ import main, parse_args  # noqa: E402
 from benchmarks.harness import (  # noqa: E402
     Figure,
@@ -85,6 +85,10 @@ EXPECTED_KEYS = {
     "alone_request_p99_sqlite_run",
     "alone_postgres_inproc",
     "alone_postgres_run",
+    "floor_sqlite",
+    "floor_memory",
+    "floor_postgres",
+    "floor_postgres_server",
 }
 
 _UNREACHABLE = "postgresql://bench:s3cret@127.0.0.1:1/nowhere"
@@ -189,6 +193,44 @@ def test_one_at_a_time_figures_carry_latencies_and_their_yardstick(
             assert figure["baseline"] == "R_pg" and figure["baseline_rate"] == raw_pg
     request = figures["alone_request_median_sqlite_run"]
     assert request["rate"] == request["extra"]["request_median_ms"]
+
+
+def test_floor_figures_carry_the_split_and_the_calls(quick_report: dict[str, Any]) -> None:
+    figures = {r["key"]: r for r in quick_report["results"]}
+    for kind in ("sqlite", "memory", "postgres"):
+        figure = figures[f"floor_{kind}"]
+        extra = figure["extra"]
+        assert figure["ratio"] == figure["rate"] / figure["baseline_rate"]
+        assert figure["target"] == {"op": "<=", "value": floor.TARGETS[kind]}
+        # The split: the service's threads by name, the observer's left out.
+        split = extra["threads_us_per_workflow"]
+        assert "decider:traffic-fines.workflow.IssueTrafficFineForSpeedingViolation" in split
+        assert "decider:traffic-fines.commands" in split
+        assert "floor-observer" not in split
+        assert all(us >= 0 for us in split.values())
+        assert "per thread (us/workflow): workflow.IssueTrafficFine" in figure["note"]
+        assert extra["calls_per_workflow"]["service"] > 0
+        assert extra["calls_per_workflow"]["loop"] > 0
+        # The loop wrote what the service wrote.
+        assert extra["same_rows"] and extra["events_per_workflow"] == floor.EVENTS_PER_WORKFLOW
+        assert extra["streams"]["IssueTrafficFineForSpeedingViolation"] == 8 * extra["n"]
+    server = figures["floor_postgres_server"]
+    assert server["rate"] > 0 and server["baseline_rate"] > 0
+    assert server["target"] == {"op": "<=", "value": floor.SERVER_TARGET}
+
+
+def test_the_floor_compares_rows_but_not_the_order_of_the_fines() -> None:
+    def row(stream: str, revision: int, data: bytes) -> tuple[str, int, bytes, str, bytes, bytes]:
+        return (stream, revision, b"id-" + data, "t", data, b"{}")
+
+    one = [row("fines-issued", 0, b"a"), row("fines-issued", 1, b"b"), row("W-1", 0, b"c")]
+    other = [row("fines-issued", 0, b"b"), row("fines-issued", 1, b"a"), row("W-1", 0, b"c")]
+    inputs = [row("police-reports", 0, b"x")]
+    assert floor._digest(one) == floor._digest(other + inputs)
+    assert floor._digest(one)["events"] == 3
+    assert floor._digest(one)["streams"] == {"fines": 2, "W": 1}
+    assert floor._digest(one) != floor._digest([*one[:2], row("W-1", 1, b"c")])
+    assert floor._digest(one) != floor._digest([*one[:2], row("W-1", 0, b"d")])
 
 
 def test_one_group_runs_alone_and_serialises() -> None:
