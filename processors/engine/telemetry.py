@@ -1,9 +1,11 @@
 """Tracing and the per-event instruments: OpenTelemetry spans, and the trace context carried
 in each stored event's metadata.
 
-Only the OpenTelemetry *API* is used: without an SDK every span is a no-op and nothing is
-recorded. With an SDK (``opentelemetry-instrument``, or a ``TracerProvider`` set by the app
-module), the processors write spans:
+Only the OpenTelemetry *API* is used: without an SDK no span is started, not even a no-op one
+(whether a tracer SDK is set is looked up at most once a second, and at once after
+:func:`set_tracer_provider`), so a hook costs a check and, for the instruments, a timing.
+With an SDK (``opentelemetry-instrument``, or a ``TracerProvider`` set by the app module), the
+processors write spans:
 
 - ``process <stream>`` (kind CONSUMER): one per input a processor handles (a workflow's input,
   a command carried out, a ``Scheduled`` event read), its parent the trace context stored in
@@ -227,8 +229,8 @@ _PROCESSOR_LABELS: dict[str, Mapping[str, str]] = {}
 
 
 def _processor_labels(processor: str) -> Mapping[str, str]:
-    """The attributes ``{"decider.processor": processor}``, built once per processor (the
-    instruments copy what they keep, so one shared dict is safe)."""
+    """The attributes ``{"decider.processor": processor}``, built once per processor (never
+    changed once built, so every measurement can share it)."""
     labels = _PROCESSOR_LABELS.get(processor)
     if labels is None:
         labels = _PROCESSOR_LABELS[processor] = {"decider.processor": processor}
@@ -367,11 +369,12 @@ async def call_handler_async(  # noqa: PLR0917
 
 
 _HANDLER_LABELS: dict[tuple[str, str], Mapping[str, str]] = {}
-_OUTCOME_LABELS: dict[tuple[int, str], Mapping[str, str]] = {}
+_OUTCOME_LABELS: dict[tuple[str, str, str], Mapping[str, str]] = {}
 
 
 def _handler_labels(processor: str, command_type: str, attempt: int) -> Mapping[str, str]:
-    """The handler's metric attributes (built once per handler), a retry counted."""
+    """A handler's metric attributes (built once per handler, never changed); a retry
+    (``attempt`` after the first) is counted in :data:`RETRIES`."""
     labels = _HANDLER_LABELS.get((processor, command_type))
     if labels is None:
         labels = {"decider.processor": processor, "decider.command.type": command_type}
@@ -382,7 +385,8 @@ def _handler_labels(processor: str, command_type: str, attempt: int) -> Mapping[
 
 
 def _outcome_labels(labels: Mapping[str, str], outcome: str) -> Mapping[str, str]:
-    key = (id(labels), outcome)  # labels are kept in _HANDLER_LABELS: their id stays theirs
+    """A handler's attributes with its call's outcome, built once per handler and outcome."""
+    key = (labels["decider.processor"], labels["decider.command.type"], outcome)
     found = _OUTCOME_LABELS.get(key)
     if found is None:
         found = _OUTCOME_LABELS[key] = {**labels, "decider.outcome": outcome}
