@@ -29,13 +29,13 @@ stored shape into the current one before it is structured.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, TypeAlias
 
 import attrs
 
+from decider import _json
 from decider._describe import describe, format_traceback
 from decider._stored_types import (
     BEGAN,
@@ -107,9 +107,6 @@ _EMPTY = b"{}"
 _OPTIONAL_TEXT = ("correlation_id", "causation_id", "workflow_version", "traceparent", "tracestate")
 """The metadata fields that are absent or a string (absent ones decode as ``None``)."""
 _ENDINGS: dict[str, type[Failed | Cancelled]] = {Kind.FAILED: Failed, Kind.CANCELLED: Cancelled}
-# json.dumps builds a new encoder on every call made with options; one shared encoder (it keeps
-# no state between calls) writes the same compact, UTF-8 JSON for less.
-_JSON_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 
 
 def describe_fields(exc: BaseException, limit: int = 500) -> str:
@@ -163,7 +160,7 @@ def trace_of(metadata: bytes) -> tuple[str, str | None] | None:
     if b"traceparent" not in metadata:
         return None  # the common case when nothing traces: no JSON parsed
     try:
-        doc = json.loads(metadata)
+        doc = _json.loads(metadata)
         parent, state = doc.get("traceparent"), doc.get("tracestate")
     except Exception:  # any bad metadata: not JSON, not an object, too deep
         return None
@@ -295,7 +292,7 @@ class Codec:
                 )
             if not isinstance(body, dict):
                 raise DecodeError(type_name, "'message' must be a JSON object")
-            return Timer(name, timedelta(seconds=after), self._dumps(body))
+            return Timer(name, timedelta(seconds=after), _json.dumps_plain(body))
         except DecodeError:
             raise
         except Exception as exc:
@@ -359,7 +356,9 @@ class Codec:
             doc["traceparent"] = metadata.traceparent
             if metadata.tracestate:
                 doc["tracestate"] = metadata.tracestate
-        return self._dumps(doc)
+        if all(type(value) is str for value in doc.values()):
+            return _json.dumps_plain(doc)
+        return _json.dumps(doc)  # a field that is not a string: json's bytes, or its TypeError
 
     def decode_metadata(self, data: bytes) -> Metadata:
         """Metadata from JSON bytes."""
@@ -379,7 +378,7 @@ class Codec:
         if not metadata:
             return None
         try:
-            cause = json.loads(metadata).get("causation_id")
+            cause = _json.loads(metadata).get("causation_id")
         except Exception:  # any bad metadata: not JSON, not an object, too deep
             return None
         return cause if isinstance(cause, str) else None
@@ -389,13 +388,13 @@ class Codec:
         as it was (fields :class:`~decider.Metadata` does not hold included); metadata that is
         empty or unreadable becomes just the two ids."""
         try:
-            doc = json.loads(metadata) if metadata else {}
+            doc = _json.loads(metadata) if metadata else {}
         except Exception:  # not JSON, or too deep: replaced by the ids alone
             doc = {}
         if not isinstance(doc, dict):
             doc = {}
         doc.update(message_id=message_id, causation_id=causation_id)
-        return self._dumps(doc)
+        return _json.dumps_plain(doc)
 
     def _decode_metadata(self, data: bytes) -> Metadata:
         doc = self._loads("metadata", data)
@@ -463,12 +462,12 @@ class Codec:
 
     @staticmethod
     def _dumps(doc: Any) -> bytes:
-        return _JSON_ENCODER.encode(doc).encode()
+        return _json.dumps(doc)  # what the converter made may hold what only msgspec writes
 
     @staticmethod
     def _loads(type_name: str, data: bytes) -> JSON:
         try:
-            doc = json.loads(data)
+            doc = _json.loads(data)
         except RecursionError as exc:
             raise DecodeError(type_name, "invalid JSON: nested too deeply") from exc
         except Exception as exc:  # ValueError, UnicodeDecodeError, TypeError for a non-bytes value

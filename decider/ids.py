@@ -21,6 +21,10 @@ _NAMESPACE_BYTES = NAMESPACE.bytes
 # RFC 4122 version 5 and variant bits, as uuid.uuid5 sets them.
 _VERSION_VARIANT_MASK = ~((0xF000 << 64) | (0xC000 << 48))
 _VERSION_VARIANT_BITS = (5 << 76) | (0x8000 << 48)
+_UUID = uuid.UUID
+_new = object.__new__
+_set = object.__setattr__  # UUID objects are immutable: its own __init__ sets them this way
+_SAFE_UNKNOWN = uuid.SafeUUID.unknown
 
 
 def event_id(stream: str, cause_id: str, index: int) -> uuid.UUID:
@@ -33,11 +37,15 @@ def event_id(stream: str, cause_id: str, index: int) -> uuid.UUID:
     >>> event_id("Fine-1", "msg_1", 0) == event_id("Fine-1", "msg_1", 1)
     False
     """
-    # uuid.uuid5(NAMESPACE, name), computed without its layers of checks: every event the
-    # processors write needs one, so this is on the hot path.
+    # uuid.uuid5(NAMESPACE, name), computed without its layers of checks (UUID.__init__'s
+    # included: the int is in range by construction): every event the processors write needs
+    # one, so this is on the hot path.
     name = f"{stream}\x1f{cause_id}\x1f{index}".encode()
     digest = int.from_bytes(hashlib.sha1(_NAMESPACE_BYTES + name).digest()[:16], "big")
-    return uuid.UUID(int=(digest & _VERSION_VARIANT_MASK) | _VERSION_VARIANT_BITS)
+    derived = _new(_UUID)
+    _set(derived, "int", (digest & _VERSION_VARIANT_MASK) | _VERSION_VARIANT_BITS)
+    _set(derived, "is_safe", _SAFE_UNKNOWN)
+    return derived
 
 
 def new_id(prefix: str) -> str:

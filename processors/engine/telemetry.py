@@ -1,9 +1,11 @@
 """Tracing and the per-event instruments: OpenTelemetry spans, and the trace context carried
 in each stored event's metadata.
 
-Only the OpenTelemetry *API* is used: without an SDK every span is a no-op and nothing is
-recorded. With an SDK (``opentelemetry-instrument``, or a ``TracerProvider`` set by the app
-module), the processors write spans:
+Only the OpenTelemetry *API* is used: without an SDK no span is started, not even a no-op one
+(whether a tracer SDK is set is looked up at most once a second, and at once after
+:func:`set_tracer_provider`), so a hook costs a check and, for the instruments, a timing.
+With an SDK (``opentelemetry-instrument``, or a ``TracerProvider`` set by the app module), the
+processors write spans:
 
 - ``process <stream>`` (kind CONSUMER): one per input a processor handles (a workflow's input,
   a command carried out, a ``Scheduled`` event read), its parent the trace context stored in
@@ -160,7 +162,7 @@ def tracing() -> bool:
 def inject(metadata: Metadata) -> Metadata:
     """``metadata`` with the current trace context (W3C ``traceparent``/``tracestate``); the
     same object when no valid span is current (nothing traces: the stored JSON is unchanged)."""
-    if not trace.get_current_span().get_span_context().is_valid:
+    if _nothing_current() or not trace.get_current_span().get_span_context().is_valid:
         return metadata
     carrier: dict[str, str] = {}
     _PROPAGATOR.inject(carrier)
@@ -214,7 +216,7 @@ def input_span(processor: str, event: RecordedEvent) -> contextlib.AbstractConte
 
     Nothing is started when nothing traces and the input carries no trace context.
     """
-    INPUTS.add(1, {"decider.processor": processor})
+    INPUTS.add(1, _processor_labels(processor))
     tracer, active = _TRACER.get()
     parent = _stored_context(event.metadata)
     if parent is None and not active:
@@ -223,6 +225,22 @@ def input_span(processor: str, event: RecordedEvent) -> contextlib.AbstractConte
 
 
 _NOTHING = contextlib.nullcontext()
+_PROCESSOR_LABELS: dict[str, Mapping[str, str]] = {}
+
+
+def _processor_labels(processor: str) -> Mapping[str, str]:
+    """The attributes ``{"decider.processor": processor}``, built once per processor (never
+    changed once built, so every measurement can share it)."""
+    labels = _PROCESSOR_LABELS.get(processor)
+    if labels is None:
+        labels = _PROCESSOR_LABELS[processor] = {"decider.processor": processor}
+    return labels
+
+
+def _nothing_current() -> bool:
+    """Whether the current OpenTelemetry context is empty (no span, nothing attached): then no
+    valid span is current, and a hook has nothing to read or carry on."""
+    return not otel_context.get_current()
 
 
 @contextlib.contextmanager
@@ -258,6 +276,8 @@ def record_exception(exc: BaseException, reason: str) -> None:
 def annotate(name: str, attributes: Mapping[str, Any] | None = None) -> None:
     """Add an event (a step: ``route``, ``load``, ``decide``) to the current span, and
     ``attributes`` to the span itself (a no-op when nothing traces)."""
+    if _nothing_current():
+        return
     span = trace.get_current_span()
     if not span.is_recording():
         return
@@ -269,18 +289,19 @@ def annotate(name: str, attributes: Mapping[str, Any] | None = None) -> None:
 def capture() -> otel_context.Context | None:
     """The current trace context, if a span is current: for work handed to another thread
     (a command pool's job), to go on under with :func:`attached`."""
-    if not trace.get_current_span().get_span_context().is_valid:
+    if _nothing_current() or not trace.get_current_span().get_span_context().is_valid:
         return None
     return otel_context.get_current()
 
 
-@contextlib.contextmanager
-def attached(context: otel_context.Context | None) -> Iterator[None]:
+def attached(context: otel_context.Context | None) -> contextlib.AbstractContextManager[None]:
     """Make ``context`` (from :func:`capture`) current in the block: what is written there
     carries its trace context. ``None``: nothing changes."""
-    if context is None:
-        yield
-        return
+    return _NOTHING if context is None else _attached(context)
+
+
+@contextlib.contextmanager
+def _attached(context: otel_context.Context) -> Iterator[None]:
     token = otel_context.attach(context)
     try:
         yield
@@ -299,7 +320,22 @@ def call_handler(  # noqa: PLR0917
     """``call()``, one attempt of a command's handler, in a ``handle <command type>`` span (a
     child of ``context``, the command's span, else of the current one), timed in
     :data:`HANDLER_DURATION`; a retry is counted in :data:`RETRIES`. A
-    :class:`~decider.processors.app.retry.HandlerFailure` result marks the span as an error."""
+    :class:`~decider.processors.app.retry.HandlerFailure` result marks the span as an error.
+
+    When nothing traces no span is started: ``context`` is only made current (what the
+    handler writes carries it on), and the call is timed and counted as with a span.
+    """
+    if not _TRACER.get()[1]:
+        labels = _handler_labels(processor, command_type, attempt)
+        outcome = "failed"  # unless it returns: an exception propagates (an interrupt)
+        start = time.perf_counter()
+        try:
+            with attached(context):
+                result = call()
+            outcome = _outcome(result)
+            return result
+        finally:
+            HANDLER_DURATION.record(time.perf_counter() - start, _outcome_labels(labels, outcome))
     with _handler_span(processor, command_type, command_id, attempt, context) as returned:
         result = call()
         returned(result)
@@ -315,10 +351,52 @@ async def call_handler_async(  # noqa: PLR0917
     context: otel_context.Context | None = None,
 ) -> T:
     """:func:`call_handler` for an ``async def`` handler: ``await call()`` in the span."""
+    if not _TRACER.get()[1]:
+        labels = _handler_labels(processor, command_type, attempt)
+        outcome = "failed"
+        start = time.perf_counter()
+        try:
+            with attached(context):
+                result = await call()
+            outcome = _outcome(result)
+            return result
+        finally:
+            HANDLER_DURATION.record(time.perf_counter() - start, _outcome_labels(labels, outcome))
     with _handler_span(processor, command_type, command_id, attempt, context) as returned:
         result = await call()
         returned(result)
         return result
+
+
+_HANDLER_LABELS: dict[tuple[str, str], Mapping[str, str]] = {}
+_OUTCOME_LABELS: dict[tuple[str, str, str], Mapping[str, str]] = {}
+
+
+def _handler_labels(processor: str, command_type: str, attempt: int) -> Mapping[str, str]:
+    """A handler's metric attributes (built once per handler, never changed); a retry
+    (``attempt`` after the first) is counted in :data:`RETRIES`."""
+    labels = _HANDLER_LABELS.get((processor, command_type))
+    if labels is None:
+        labels = {"decider.processor": processor, "decider.command.type": command_type}
+        _HANDLER_LABELS[processor, command_type] = labels
+    if attempt > 1:
+        RETRIES.add(1, labels)
+    return labels
+
+
+def _outcome_labels(labels: Mapping[str, str], outcome: str) -> Mapping[str, str]:
+    """A handler's attributes with its call's outcome, built once per handler and outcome."""
+    key = (labels["decider.processor"], labels["decider.command.type"], outcome)
+    found = _OUTCOME_LABELS.get(key)
+    if found is None:
+        found = _OUTCOME_LABELS[key] = {**labels, "decider.outcome": outcome}
+    return found
+
+
+def _outcome(result: object) -> str:
+    if isinstance(result, HandlerFailure):
+        return "failed" if result.retryable else "rejected"
+    return "ok"
 
 
 @contextlib.contextmanager
@@ -329,9 +407,7 @@ def _handler_span(
     attempt: int,
     context: otel_context.Context | None,
 ) -> Iterator[Callable[[object], None]]:
-    labels = {"decider.processor": processor, "decider.command.type": command_type}
-    if attempt > 1:
-        RETRIES.add(1, labels)
+    labels = _handler_labels(processor, command_type, attempt)
     tracer, _ = _TRACER.get()
     attributes: dict[str, Any] = {
         **labels,
@@ -357,21 +433,30 @@ def _handler_span(
         finally:
             span.set_attribute("decider.outcome", outcome[0])
             HANDLER_DURATION.record(
-                time.perf_counter() - start, {**labels, "decider.outcome": outcome[0]}
+                time.perf_counter() - start, _outcome_labels(labels, outcome[0])
             )
 
 
-@contextlib.contextmanager
 def timer_span(
     processor: str, stream: str, scheduled_id: str, metadata: Metadata | None
-) -> Iterator[None]:
+) -> contextlib.AbstractContextManager[None]:
     """Around firing one timer: a ``fire <stream>`` span whose parent is the context of the
     ``Scheduled`` event (its ``metadata``), current while the fired message is written."""
     tracer, active = _TRACER.get()
     parent = None if metadata is None else extract(metadata)
     if parent is None and not active:
-        yield
-        return
+        return _NOTHING
+    return _timer_span(tracer, parent, processor, stream, scheduled_id)
+
+
+@contextlib.contextmanager
+def _timer_span(
+    tracer: trace.Tracer,
+    parent: otel_context.Context | None,
+    processor: str,
+    stream: str,
+    scheduled_id: str,
+) -> Iterator[None]:
     attributes = _messaging("send", stream, processor)
     attributes["messaging.message.id"] = scheduled_id
     with tracer.start_as_current_span(
@@ -380,8 +465,9 @@ def timer_span(
         yield
 
 
-@contextlib.contextmanager
-def commit_span(processor: str, appends: int, position: int | None) -> Iterator[None]:
+def commit_span(
+    processor: str, appends: int, position: int | None
+) -> contextlib.AbstractContextManager[None]:
     """Around one commit: a ``commit <processor>`` span linked to the input spans handled on
     this thread since the last commit, timed in :data:`COMMIT_DURATION`.
 
@@ -390,33 +476,64 @@ def commit_span(processor: str, appends: int, position: int | None) -> Iterator[
     of no input (a timer's, an idle flush) is a root span.
     """
     tracer, active = _TRACER.get()
-    start = time.perf_counter()
     if not active:
-        yield
-    else:
-        handled = _take_links()
-        links = [Link(context) for context in handled]
-        parent = None
-        if handled and not trace.get_current_span().get_span_context().is_valid:
-            parent = trace.set_span_in_context(trace.NonRecordingSpan(handled[0]))
-        attributes: dict[str, Any] = {"decider.processor": processor, "decider.appends": appends}
-        if position is not None:
-            attributes["decider.position"] = position
-        with tracer.start_as_current_span(
-            f"commit {processor}", context=parent, links=links, attributes=attributes
-        ):
-            yield
-    COMMIT_DURATION.record(time.perf_counter() - start, {"decider.processor": processor})
+        return _Timed(_processor_labels(processor))
+    return _commit_span(tracer, processor, appends, position)
+
+
+class _Timed:
+    """A commit timed in :data:`COMMIT_DURATION`, no span: what :func:`commit_span` is when
+    nothing traces (a plain object, cheaper than a generator's context manager)."""
+
+    __slots__ = ("labels", "start")
+
+    def __init__(self, labels: Mapping[str, str]) -> None:
+        self.labels = labels
+        self.start = 0.0
+
+    def __enter__(self) -> None:
+        self.start = time.perf_counter()
+
+    def __exit__(self, kind: object, *exc_info: object) -> None:
+        if kind is None:  # as with a span: a commit that raised is not timed
+            COMMIT_DURATION.record(time.perf_counter() - self.start, self.labels)
 
 
 @contextlib.contextmanager
-def publish_span(stream: str, message_type: str, count: int = 1) -> Iterator[None]:
+def _commit_span(
+    tracer: trace.Tracer, processor: str, appends: int, position: int | None
+) -> Iterator[None]:
+    start = time.perf_counter()
+    handled = _take_links()
+    links = [Link(context) for context in handled]
+    parent = None
+    if handled and not trace.get_current_span().get_span_context().is_valid:
+        parent = trace.set_span_in_context(trace.NonRecordingSpan(handled[0]))
+    attributes: dict[str, Any] = {"decider.processor": processor, "decider.appends": appends}
+    if position is not None:
+        attributes["decider.position"] = position
+    with tracer.start_as_current_span(
+        f"commit {processor}", context=parent, links=links, attributes=attributes
+    ):
+        yield
+    COMMIT_DURATION.record(time.perf_counter() - start, _processor_labels(processor))
+
+
+def publish_span(
+    stream: str, message_type: str, count: int = 1
+) -> contextlib.AbstractContextManager[None]:
     """Around a publish: a ``send <stream>`` span (kind PRODUCER), a child of the caller's
     current span; the messages published in it carry its context."""
     tracer, active = _TRACER.get()
     if not active:
-        yield  # a caller's valid context (its own SDK tracer) is still injected
-        return
+        return _NOTHING  # a caller's valid context (its own SDK tracer) is still injected
+    return _publish_span(tracer, stream, message_type, count)
+
+
+@contextlib.contextmanager
+def _publish_span(
+    tracer: trace.Tracer, stream: str, message_type: str, count: int
+) -> Iterator[None]:
     attributes = _messaging("send", stream)
     attributes["decider.message.type"] = message_type
     attributes["messaging.batch.message_count"] = count

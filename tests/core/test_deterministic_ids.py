@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 import time
 import uuid
 from typing import Any
@@ -153,3 +154,13 @@ def test_event_ids_are_the_uuid5_of_stream_cause_and_index(
     actual = event_id(stream, cause, index)
     assert actual == expected
     assert (actual.version, actual.variant) == (5, uuid.RFC_4122)
+    # made without UUID.__init__: still a plain UUID in every way a store or a user sees it
+    assert type(actual) is uuid.UUID
+    assert (str(actual), repr(actual), actual.bytes, hash(actual), actual.is_safe) == (
+        str(expected),
+        repr(expected),
+        expected.bytes,
+        hash(expected),
+        expected.is_safe,
+    )
+    assert pickle.loads(pickle.dumps(actual)) == expected

@@ -4,18 +4,21 @@ stored metadata; without an SDK, a stored trace context is passed on unchanged."
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import SpanKind
+from opentelemetry.trace import NoOpTracer, NoOpTracerProvider, Span, SpanKind
 
 from decider import Codec, Metadata
 from decider.processors import Service
 from decider.processors.engine import telemetry
+from decider.stores import NO_STREAM, NewEvent
 from decider.stores.memory import MemoryEventStore
 from tests.support.apps import RemindMe, reminder, reminder_app
 
@@ -124,3 +127,69 @@ def test_trace_fields_round_trip_and_old_metadata_decodes_without_them(tmp_path:
     assert telemetry.extract(metadata) is not None
     with pytest.raises(Exception, match="traceparent"):
         codec.decode_metadata(b'{"message_id": "m", "traceparent": 7}')
+
+
+class _CountingTracer(NoOpTracer):
+    """A tracer of no SDK that counts the spans asked of it."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def start_span(self, *args: Any, **kwargs: Any) -> Span:
+        self.asked += 1
+        return super().start_span(*args, **kwargs)
+
+    def start_as_current_span(self, *args: Any, **kwargs: Any) -> Any:
+        self.asked += 1
+        return super().start_as_current_span(*args, **kwargs)
+
+
+class _NoSdk(NoOpTracerProvider):
+    def __init__(self, tracer: _CountingTracer) -> None:
+        self.tracer = tracer
+
+    def get_tracer(self, *args: Any, **kwargs: Any) -> _CountingTracer:
+        return self.tracer
+
+
+@pytest.fixture
+def no_sdk() -> Iterator[_CountingTracer]:
+    tracer = _CountingTracer()
+    telemetry.set_tracer_provider(_NoSdk(tracer))
+    try:
+        yield tracer
+    finally:
+        telemetry.set_tracer_provider(None)
+
+
+def test_without_an_sdk_the_hooks_ask_for_no_span(no_sdk: _CountingTracer) -> None:
+    """No SDK: no span is started, not even a no-op one, for a handler's call, a commit, a
+    publish, a timer or an input; what they wrap still runs and returns."""
+    store = MemoryEventStore()
+    store.append("s", [NewEvent(uuid.uuid4(), "t", b"{}", b'{"message_id":"m"}')], NO_STREAM)
+    (recorded,) = store.read_stream("s")
+    assert not telemetry.tracing()
+    assert telemetry.call_handler("p", "t", "c", 2, lambda: 42) == 42
+    with (
+        telemetry.commit_span("p", 1, 5),
+        telemetry.publish_span("s", "t"),
+        telemetry.timer_span("p", "s", "id", Metadata(message_id="m")),
+        telemetry.input_span("p", recorded),
+    ):
+        pass
+    assert telemetry.capture() is None
+    assert telemetry.inject(metadata := Metadata(message_id="m")) is metadata
+    telemetry.annotate("decide", {"decider.events": 1})
+    assert no_sdk.asked == 0
+
+
+def test_without_an_sdk_a_handler_s_call_carries_the_command_s_trace_context(
+    no_sdk: _CountingTracer,
+) -> None:
+    parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    context = telemetry.extract(Metadata(message_id="m", traceparent=parent))
+    written = telemetry.call_handler(
+        "p", "t", "c", 1, lambda: telemetry.inject(Metadata(message_id="r")), context
+    )
+    assert written.traceparent == parent
+    assert telemetry.capture() is None  # the context is left as it was after the call

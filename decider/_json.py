@@ -1,0 +1,90 @@
+"""JSON bytes in and out for the codec: msgspec where it is installed (the ``fast`` extra),
+the standard library's ``json`` otherwise, with the same bytes and the same errors either way.
+
+msgspec's encoder and decoder take about a tenth of the standard library's time, but they
+differ from it at the edges, so each is used only where its answer is the standard library's:
+
+- :func:`loads` decodes with msgspec and, where msgspec refuses the bytes (malformed JSON,
+  ``NaN``, a number out of a float's range, a lone surrogate, a byte-order mark, text that is
+  not UTF-8, nesting too deep), decodes again with ``json.loads``: a document msgspec reads
+  gives the same objects, and every other one gives ``json``'s result or ``json``'s error.
+- :func:`dumps_plain` encodes a document made only of JSON's own types (``dict`` with string
+  keys, ``list``, ``str``, ``int``, ``float``, ``bool``, ``None``: what :func:`loads`
+  returned, or strings the codec put together) with msgspec, compact and in key order as
+  ``json`` writes it; a document whose bytes could differ (a float written with an exponent,
+  which msgspec writes ``1e16`` and ``json`` ``1e+16``; a ``null``, which is how msgspec
+  writes ``NaN``) is written again by ``json``.
+- :func:`dumps` writes anything else (a message the converter unstructured, which may hold a
+  value ``json`` refuses and msgspec would write) with ``json``, always.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["FAST", "dumps", "dumps_plain", "loads"]
+
+# json.dumps builds a new encoder on every call made with options; one shared encoder (it keeps
+# no state between calls) writes the same compact, UTF-8 JSON for less.
+_JSON_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+_fast_encode: Callable[[Any], bytes] | None
+_fast_decode: Callable[[bytes], Any] | None
+try:
+    import msgspec
+except ImportError:  # the 'fast' extra is not installed: the standard library alone
+    _fast_encode = _fast_decode = None
+else:
+    _fast_encode = msgspec.json.Encoder().encode
+    _fast_decode = msgspec.json.Decoder().decode
+
+FAST = _fast_encode is not None
+"""Whether msgspec is installed and used (``pip install 'decider-workflows[fast]'``)."""
+
+# Where msgspec's bytes may differ from json's: a number with an exponent in a value's place
+# (first, or after ':', ',' or '['), or a null (msgspec writes NaN and infinities as null).
+# A string that happens to hold such text only costs a second encoding.
+_UNSURE = re.compile(rb"(?:\A|[:,\[])-?[0-9]+(?:\.[0-9]+)?e|null")
+
+
+def dumps(doc: Any) -> bytes:
+    """``doc`` as compact UTF-8 JSON bytes, written by the standard library's ``json``.
+
+    >>> dumps({"b": 1, "a": "é"})
+    b'{"b":1,"a":"\\xc3\\xa9"}'
+    """
+    return _JSON_ENCODER.encode(doc).encode()
+
+
+def dumps_plain(doc: Any) -> bytes:
+    """``doc``, made only of JSON's own types, as the bytes :func:`dumps` writes (msgspec's
+    where they are the same, else ``json``'s; ``json``'s error where it refuses ``doc``).
+
+    >>> dumps_plain({"after": 1e16, "id": "m"}) == dumps({"after": 1e16, "id": "m"})
+    True
+    """
+    if _fast_encode is not None:
+        try:
+            data = _fast_encode(doc)
+        except Exception:  # a lone surrogate, a key that is not a string: json's own answer
+            return dumps(doc)
+        if _UNSURE.search(data) is None:
+            return data
+    return dumps(doc)
+
+
+def loads(data: bytes) -> Any:
+    """The document in JSON ``data``: ``json.loads(data)``, and its error where it fails.
+
+    >>> loads(b'{"a": [1, 2.5, null]}')
+    {'a': [1, 2.5, None]}
+    """
+    if _fast_decode is not None:
+        try:
+            return _fast_decode(data)
+        except Exception:  # msgspec refuses it: json reads it, or says why not in its words
+            pass
+    return json.loads(data)

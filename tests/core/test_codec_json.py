@@ -1,0 +1,138 @@
+"""The codec's JSON (decider._json): msgspec where it is installed, the standard library
+otherwise, and the same bytes, objects and errors either way."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from decider import Codec, DecodeError, Metadata, _json
+from samples.order_fulfilment.messages import PaymentTimedOut
+
+STDLIB = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+EDGES = [
+    b'{"a":"\\ud800"}',  # a lone surrogate: json reads it, msgspec does not
+    b'{"a":"x\ny"}',  # a raw control character
+    b'{"a":1e400}',  # out of a float's range: json reads inf
+    b'{"a":NaN}',
+    b'\xef\xbb\xbf{"a":1}',  # a byte-order mark
+    b'{"a":1}x',
+    b'{"a":"\xff"}',  # not UTF-8
+    b'{"a":"\xed\xa0\x80"}',  # an encoded surrogate
+    b'{"a":01}',
+    b'{"a":[1,]}',
+    b'{"a":' + b"1" * 5000 + b"}",  # more digits than int() takes
+    b'{"a":123456789012345678901234567890,"b":-0.0,"c":1E5,"a":2}',
+    b'\x00{"a":1}',
+    b'"\xff\xfe"',
+    "{}".encode("utf-16"),  # json reads UTF-16 and UTF-32
+    b"",
+    b" [1, 2.5, null, true] ",
+]
+
+_json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()  # NaN and the infinities too: json writes them, msgspec would write null
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@pytest.fixture(params=["msgspec", "stdlib"])
+def implementation(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[str]:
+    """Each test runs with msgspec (where installed) and with the standard library alone."""
+    if request.param == "stdlib":
+        monkeypatch.setattr(_json, "_fast_encode", None)
+        monkeypatch.setattr(_json, "_fast_decode", None)
+    elif not _json.FAST:
+        pytest.skip("msgspec is not installed")
+    yield request.param
+
+
+def _outcome(call: Any, *args: Any) -> str:
+    """What a call returns (as its repr, so NaN equals NaN), or its error's type and words."""
+    try:
+        return repr(call(*args))
+    except BaseException as exc:
+        return f"{type(exc).__name__}: {exc}"
+
+
+def test_msgspec_is_installed_for_the_tests() -> None:
+    assert _json.FAST  # the dev and test extras install the 'fast' extra
+
+
+@pytest.mark.parametrize("data", EDGES)
+def test_loads_gives_what_json_loads_gives_or_its_error(implementation: str, data: bytes) -> None:
+    assert _outcome(_json.loads, data) == _outcome(json.loads, data)
+
+
+@given(doc=_json_values)
+def test_loads_reads_every_document_as_json_does(doc: Any) -> None:
+    data = STDLIB.encode(doc).encode("utf-8", "surrogatepass")
+    assert _outcome(_json.loads, data) == _outcome(json.loads, data)
+
+
+@given(data=st.binary(max_size=40))
+def test_loads_of_any_bytes_is_json_loads(data: bytes) -> None:
+    assert _outcome(_json.loads, data) == _outcome(json.loads, data)
+
+
+@given(doc=_json_values)
+def test_dumps_plain_writes_the_bytes_json_writes(doc: Any) -> None:
+    assert _outcome(_json.dumps_plain, doc) == _outcome(lambda d: STDLIB.encode(d).encode(), doc)
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {"after": 1e16, "small": 1e-7, "big": [1.5e300, -2e-300]},  # msgspec: 1e16, json: 1e+16
+        {"nan": float("nan"), "inf": float("inf")},  # msgspec: null, json: NaN, Infinity
+        {"none": None, "text": '\u2028\x7f\x00"\\/é😀'},
+        {"surrogate": "\ud800"},  # json's UnicodeEncodeError
+        {"id": "6f1f3b0e-4c1a-5d8e-9b7a-2f0c1d9e8a47", "n": 10**30},
+    ],
+)
+def test_dumps_plain_is_json_at_the_edges(implementation: str, doc: Any) -> None:
+    assert _outcome(_json.dumps_plain, doc) == _outcome(lambda d: STDLIB.encode(d).encode(), doc)
+
+
+def test_stored_bytes_and_decode_errors_are_the_same_with_either(implementation: str) -> None:
+    codec = Codec()
+    metadata = Metadata(message_id="m-1", correlation_id="c\u2028é", causation_id="0e5")
+    assert codec.encode_metadata(metadata) == (
+        b'{"message_id":"m-1","correlation_id":"c\xe2\x80\xa8\xc3\xa9","causation_id":"0e5"}'
+    )
+    assert codec.with_ids(b'{"x":1e+16,"y":NaN}', "m", "c") == (
+        b'{"x":1e+16,"y":NaN,"message_id":"m","causation_id":"c"}'
+    )
+    _, data = codec.encode_message(PaymentTimedOut(order_id="o-1"))
+    assert codec.decode_message("orders.PaymentTimedOut", data) == PaymentTimedOut(order_id="o-1")
+    with pytest.raises(DecodeError) as caught:
+        codec.decode_message("orders.PaymentTimedOut", b'{"order_id": "o-1",}')
+    try:
+        json.loads(b'{"order_id": "o-1",}')
+    except ValueError as exc:
+        stdlib_reason = str(exc)
+    assert str(caught.value) == (
+        f"cannot decode 'orders.PaymentTimedOut': invalid JSON: {stdlib_reason}"
+    )
+    with pytest.raises(DecodeError, match="'message_id' is missing or not a string"):
+        codec.decode_metadata(b'{"message_id": 1}')
+
+
+def test_a_metadata_field_that_is_not_a_string_is_refused_as_json_refuses_it(
+    implementation: str,
+) -> None:
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        Codec().encode_metadata(Metadata(message_id=object()))  # type: ignore[arg-type]
