@@ -4,14 +4,18 @@ transaction, which then sees the winner's events).
 
 One stream's append reads the stream's last revision, takes the fast path when the expectation
 is plainly met (the exact revision, or ``NO_STREAM`` on a missing stream) and otherwise applies
-the shared idempotency rule (:mod:`decider.stores._expectations`), then inserts. A batch
-(:func:`read_ahead`) reads every stream's last revision, and which ids of its ``ANY`` /
-``EXISTS`` appends are stored, in two round trips whatever its size, so its inserts go down the
-pipeline without waiting for each other.
+the shared idempotency rule (:mod:`decider.stores._expectations`), then inserts. A batch, on
+its first try, reads nothing for its appends of an exact revision (or ``NO_STREAM``): the
+table's constraints check them (:func:`insert_plain`), and one that is not met aborts the
+transaction, which is run again with every append read first. The others (and all of them on
+a second try) are read ahead (:func:`read_ahead`): every stream's last revision, and which ids
+of its ``ANY`` / ``EXISTS`` appends are stored, in two round trips whatever its size, so the
+inserts go down the pipeline without waiting for each other.
 """
 
 from __future__ import annotations
 
+import collections
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
@@ -21,7 +25,7 @@ import psycopg
 from psycopg.rows import TupleRow
 
 from decider.stores._expectations import Stored, plan_append
-from decider.stores.postgres._sql import MAX_EVENTS_PER_TRANSACTION, Statements
+from decider.stores.postgres._sql import INDEX_BITS, MAX_EVENTS_PER_TRANSACTION, Statements
 from decider.stores.protocol import (
     ANY,
     EXISTS,
@@ -54,6 +58,8 @@ def read_ahead(sql: Statements, connection: Connection, appends: Sequence[Stream
     every stream's last revision, and which of the ids of the appends that name no revision
     (``ANY``, ``EXISTS``) are stored already. The inserts then go down the pipeline without
     waiting for each other."""
+    if not appends:
+        return Batch({}, {})
     streams = list(dict.fromkeys(a.stream for a in appends))
     lasts: dict[str, int | None] = dict(
         connection.execute(sql.last_revisions, (streams,)).fetchall()
@@ -74,6 +80,81 @@ def read_ahead(sql: Statements, connection: Connection, appends: Sequence[Stream
         for stream, i, revision, position in rows:
             stored[stream][i] = (i, revision, position)
     return Batch(lasts, stored)
+
+
+def split_plain(appends: Sequence[StreamAppend]) -> tuple[list[int], list[int]]:
+    """The indexes of the appends :func:`insert_plain` may write (an exact revision or
+    ``NO_STREAM``, to a stream no other append of the batch names), and of the others."""
+    counts = collections.Counter(a.stream for a in appends)
+    plain: list[int] = []
+    rest: list[int] = []
+    for i, a in enumerate(appends):
+        expected = a.expected_revision
+        exact = type(expected) is int or expected is NO_STREAM
+        (plain if exact and counts[a.stream] == 1 else rest).append(i)
+    return plain, rest
+
+
+def insert_plain(
+    sql: Statements,
+    connection: Connection,
+    appends: Sequence[StreamAppend],
+    now: datetime,
+    batch: Batch,
+) -> list[Callable[[], AppendResult]]:
+    """Write appends of an exact revision (``NO_STREAM``: -1) with no read first, the store's
+    constraints checking them; how to read each one's result once the transaction has ended.
+
+    Revision ``e + 1`` taken (the stream is further on, or the same ids were appended): the
+    ``(stream, revision)`` key refuses it, ``UniqueViolation``. Revision ``e`` missing (the
+    stream is not so far): the first event's revision is drawn from revision ``e``'s row, so
+    it is ``NULL``, ``NotNullViolation``. Revisions have no gaps, so the two together say the
+    stream ends at ``e``. Either aborts the transaction, which is run again reading the
+    streams first (:func:`~decider.stores.postgres._transactions.write_transaction`), where
+    the shared rule decides: idempotent success or a conflict.
+
+    The rows go down the pipeline as two ``executemany`` of one-row inserts with binary
+    parameters (prepared once; no arrays to build or dump); their positions are the
+    transaction's id, read once with the lock on it, and their index in the transaction.
+    """
+    own = connection.execute(sql.own_xid)
+    rows: list[tuple[object, ...]] = []
+    guarded: list[tuple[object, ...]] = []
+    last: list[tuple[int, int]] = []  # each append's last revision and index
+    index = batch.index
+    for a in appends:
+        after = -1 if a.expected_revision is NO_STREAM else a.expected_revision
+        assert isinstance(after, int)
+        events = a.events
+        stream = a.stream
+        if after >= 0:
+            e = events[0]
+            guarded.append((index, stream, stream, after, e.id, e.type, e.data, e.metadata, now))
+            rest, first = events[1:], 1
+        else:
+            rest, first = events, 0
+        for k, e in enumerate(rest, first):
+            rows.append((index + k, stream, after + 1 + k, e.id, e.type, e.data, e.metadata, now))
+        index += len(events)
+        last.append((after + len(events), index - 1))
+    batch.index = index
+    cursor = connection.cursor()
+    if guarded:
+        cursor.executemany(sql.insert_after, guarded)
+    if rows:
+        cursor.executemany(sql.insert_row, rows)
+
+    first_position: list[int] = []  # read once, by the first result asked for
+
+    def result(revision: int, at: int) -> Callable[[], AppendResult]:
+        def read() -> AppendResult:
+            if not first_position:
+                first_position.append(one_row(own)[0] << INDEX_BITS)
+            return AppendResult(next_expected_revision=revision, position=first_position[0] + at)
+
+        return read
+
+    return [result(revision, at) for revision, at in last]
 
 
 def check_size(count: int) -> None:

@@ -38,7 +38,11 @@ append whose expectation is plainly met (an exact revision, ``NO_STREAM`` on a n
 one statement in its own transaction, one round trip: the insert, only if the stream's last
 revision is the one expected, and the lock on the transaction's id. Any other append (or one
 that lost the race for its revision) takes two round trips (pipeline mode): ``BEGIN`` and the
-stream's last revision; then the expected-revision rule, the insert and ``COMMIT``.
+stream's last revision; then the expected-revision rule, the insert and ``COMMIT``. A batch's
+appends of an exact revision are, on its first try, inserts alone (binary one-row inserts
+down the pipeline, no read): the ``(stream, revision)`` key and a guard on the expected
+revision's row check them, and a batch whose check fails runs again reading its streams first
+(:mod:`decider.stores.postgres._append`).
 
 Schemas written by an older version (positions from an identity column under a schema-wide
 advisory lock) are migrated on open: the identity is dropped, nothing is rewritten, old
@@ -91,8 +95,10 @@ from decider.stores.postgres._append import (
     append_if_plain,
     append_one,
     check_size,
+    insert_plain,
     one_row,
     read_ahead,
+    split_plain,
 )
 from decider.stores.postgres._connect import (
     DEFAULT_CONNECT_TIMEOUT,
@@ -243,7 +249,7 @@ class PostgresEventStore:
         result = self._append_plain(stream, events, expected_revision, now)
         if result is None:
             result = self._write(
-                lambda c: append_one(self._sql, c, stream, events, expected_revision, now),
+                lambda c, _: append_one(self._sql, c, stream, events, expected_revision, now),
                 written_to(stream, events),
             )
         self._wrote(result.position)
@@ -299,20 +305,28 @@ class PostgresEventStore:
         check_size(sum(len(item.events) for item in appends))
         now = datetime.now(UTC)
 
-        def body(connection: _Connection) -> Callable[[], list[AppendResult]]:
+        def body(connection: _Connection, first_try: bool) -> Callable[[], list[AppendResult]]:
             first(connection)
-            # One read-ahead for the whole batch: it also numbers the events of the
-            # transaction, so two appends never draw the same position.
-            batch = read_ahead(self._sql, connection, appends)
-            results = [
-                append_one(
+            # On the first try the appends of an exact revision are left to the store's
+            # constraints (insert_plain); the others (and all of them on a later try) are
+            # read ahead in one round trip for the whole batch. The batch also numbers the
+            # events of the transaction, so two appends never draw the same position.
+            plain, rest = split_plain(appends) if first_try else ([], list(range(len(appends))))
+            batch = read_ahead(self._sql, connection, [appends[i] for i in rest])
+            results: dict[int, Callable[[], AppendResult]] = {}
+            for i in rest:
+                a = appends[i]
+                results[i] = append_one(
                     self._sql, connection, a.stream, a.events, a.expected_revision, now, batch=batch
                 )
-                for a in appends
-            ]
-            for saved in checkpoints:
-                connection.execute(self._sql.save_checkpoint, saved)
-            return lambda: [result() for result in results]
+            if plain:
+                inserted = insert_plain(
+                    self._sql, connection, [appends[i] for i in plain], now, batch
+                )
+                results.update(zip(plain, inserted, strict=True))
+            if checkpoints:
+                connection.cursor().executemany(self._sql.save_checkpoint, checkpoints)
+            return lambda: [results[i]() for i in range(len(appends))]
 
         stored = self._write(body, written_by(appends))
         if stored:
@@ -467,7 +481,7 @@ class PostgresEventStore:
             cursor = connection.execute(statement, params, prepare=prepare)
             return cursor.fetchall() if fetch else []
 
-    def _write(self, body: Callable[[_Connection], Callable[[], _T]], written: Written) -> _T:
+    def _write(self, body: Callable[[_Connection, bool], Callable[[], _T]], written: Written) -> _T:
         """Run ``body`` in a write transaction, then wake the subscriptions that read what it
         ``written`` (in the other processes too, if it wrote events); ``body`` returns how to
         read its result once the transaction ends.
