@@ -92,13 +92,14 @@ from decider.stores.leases import Lease, batch_checkpoints, batch_leases, check_
 from decider.stores.names import CHECKPOINT, POSTGRES, NameRules
 from decider.stores.postgres import _leases as lease_rows
 from decider.stores.postgres._append import (
+    BatchRows,
     append_if_plain,
     append_one,
     check_size,
-    insert_plain,
+    check_written,
     one_row,
     read_ahead,
-    split_plain,
+    read_first,
 )
 from decider.stores.postgres._connect import (
     DEFAULT_CONNECT_TIMEOUT,
@@ -116,6 +117,7 @@ from decider.stores.postgres._state import PostgresStates
 from decider.stores.postgres._transactions import read_below_horizon, write_transaction
 from decider.stores.protocol import (
     ALL,
+    NO_STREAM,
     AppendResult,
     ExpectedRevision,
     Filter,
@@ -308,25 +310,30 @@ class PostgresEventStore:
         def body(connection: _Connection, first_try: bool) -> Callable[[], list[AppendResult]]:
             first(connection)
             # On the first try the appends of an exact revision are left to the store's
-            # constraints (insert_plain); the others (and all of them on a later try) are
+            # constraints (BatchRows, guarded); the others (and all of them on a later try) are
             # read ahead in one round trip for the whole batch. The batch also numbers the
             # events of the transaction, so two appends never draw the same position.
-            plain, rest = split_plain(appends) if first_try else ([], list(range(len(appends))))
-            batch = read_ahead(self._sql, connection, [appends[i] for i in rest])
-            results: dict[int, Callable[[], AppendResult]] = {}
-            for i in rest:
-                a = appends[i]
-                results[i] = append_one(
-                    self._sql, connection, a.stream, a.events, a.expected_revision, now, batch=batch
-                )
-            if plain:
-                inserted = insert_plain(
-                    self._sql, connection, [appends[i] for i in plain], now, batch
-                )
-                results.update(zip(plain, inserted, strict=True))
+            batch = read_ahead(self._sql, connection, read_first(appends, first_try=first_try))
+            results: list[Callable[[], AppendResult]] = []
+            rows = BatchRows(self._sql, connection, batch, now)
+            # In the order given: each append's events take the next indexes (positions).
+            for a in appends:
+                if a.stream not in batch.lasts:  # not read ahead: plain
+                    after = -1 if a.expected_revision is NO_STREAM else a.expected_revision
+                    assert isinstance(after, int)
+                    results.append(rows.add(a.stream, a.events, after + 1, guarded=True))
+                    continue
+                if a.stream in rows.pending:  # its idempotency check may read them
+                    rows.send()
+                decided = check_written(self._sql, connection, a, batch)
+                if isinstance(decided, AppendResult):
+                    results.append(_stored(decided))
+                else:
+                    results.append(rows.add(a.stream, a.events, decided, guarded=False))
+            rows.send()
             if checkpoints:
                 connection.cursor().executemany(self._sql.save_checkpoint, checkpoints)
-            return lambda: [results[i]() for i in range(len(appends))]
+            return lambda: [result() for result in results]
 
         stored = self._write(body, written_by(appends))
         if stored:
@@ -588,3 +595,8 @@ class PostgresEventStore:
                 listener.stop(timeout=0)
                 raise store_error(self._name, exc) from exc
             self._listener = listener
+
+
+def _stored(result: AppendResult) -> Callable[[], AppendResult]:
+    """The result reader of an append found already stored."""
+    return lambda: result
