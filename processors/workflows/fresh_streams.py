@@ -1,9 +1,10 @@
 """Which instance streams a workflow processor may presume new, without reading them first.
 
-On a remote store (EventStoreDB/KurrentDB) the first input of an instance that is not cached
-costs a read of its stream, which is nearly always empty: that input is what begins the
-instance. :class:`FreshStreams` learns, per input type, whether the reads of the streams that
-type's inputs go to keep finding nothing. Once :data:`PRESUME_AFTER` reads in a row found no
+On every store the first input of an instance that is not cached costs a read of its stream
+(a round trip on a remote one: EventStoreDB/KurrentDB, PostgreSQL; a query on SQLite), which
+is nearly always empty: that input is what begins the instance. :class:`FreshStreams` learns,
+per input type, whether the reads of the streams that type's inputs go to keep finding
+nothing. Once :data:`PRESUME_AFTER` reads in a row found no
 stream, streams routed to by that type are presumed new: decided on the workflow's initial
 state and appended with ``NO_STREAM``, with no read.
 

@@ -95,6 +95,7 @@ class WorkflowProcessor(DecidingProcessor):
         self._prefetched: dict[str, list[RecordedEvent]] = {}
         self.fresh = FreshStreams()
         self._presumed: dict[str, str] = {}  # the last batch's streams presumed new: input type
+        self._instance_prefix = streams.instance_prefix(self.workflow.name)
         self.snapshots = Snapshots(self.workflow, context.app.codec, context.store, self.log)
         store = context.store
         self._ids: IdLookupStore | None = store if isinstance(store, IdLookupStore) else None
@@ -134,12 +135,13 @@ class WorkflowProcessor(DecidingProcessor):
         """On a :class:`~decider.stores.protocol.PipelinedStore` (EventStoreDB), read the
         streams of the batch's instances that are not cached all at once: one round trip, not
         one per new instance; a stream whose input type keeps beginning new instances is
-        presumed new and not read at all (:mod:`decider.processors.workflows.fresh_streams`). Only
-        :meth:`_load` takes what is read, within this batch."""
+        presumed new and not read at all (:mod:`decider.processors.workflows.fresh_streams`),
+        here or, on every store, in :meth:`_load`. Only :meth:`_load` takes what is read,
+        within this batch."""
         self._presumed = {}
         if not self._pipelined:
             return
-        prefix = streams.instance_prefix(self.workflow.name)
+        prefix = self._instance_prefix
         wanted: dict[str, str] = {}  # stream: the type of its first input in the batch
         for event in batch:
             stream = self.partition_key(event)
@@ -200,7 +202,7 @@ class WorkflowProcessor(DecidingProcessor):
         stream = routed.stream
         w = work.get(stream)
         if w is None:
-            entry = self._load(stream)
+            entry = self._load(stream, routed.event.type)
             w = _Work(base_revision=entry.revision, instance=entry.instance, handled=entry.handled)
             work[stream] = w
         telemetry.annotate("load", {"decider.revision": w.base_revision})
@@ -265,15 +267,27 @@ class WorkflowProcessor(DecidingProcessor):
 
     # -- instances ------------------------------------------------------------------------
 
-    def _load(self, stream: str) -> CachedInstance:
-        """The instance of ``stream``: the cached entry, else folded from the stream."""
+    def _load(self, stream: str, input_type: str) -> CachedInstance:
+        """The instance of ``stream``: the cached entry, else folded from the stream (what
+        :meth:`_prefetch` read of it, if it did), else presumed new if inputs of
+        ``input_type`` keep beginning new instances (not read: see
+        :mod:`decider.processors.workflows.fresh_streams`)."""
         entry = self.cache.get(stream)
         if entry is not None:
             return entry
+        prefetched = self._prefetched.pop(stream, None)
+        learn = prefetched is None and stream.startswith(self._instance_prefix)
+        if learn and self.fresh.presumes(input_type):
+            self._presumed[stream] = input_type
+            self.fresh.presumed += 1
+            prefetched, learn = [], False
         try:
-            return self._refresh(stream, self._prefetched.pop(stream, None))
+            entry = self._refresh(stream, prefetched)
         except CorruptEvent as exc:
             raise Skip(f"the instance stream cannot be folded: {exc}") from exc
+        if learn:
+            self.fresh.read(input_type, found=entry.instance.version > 0)
+        return entry
 
     def _caught_up(self, stream: str, w: _Work) -> bool:
         """Bring ``w`` up to the stored stream, if it has nothing of this batch to append and

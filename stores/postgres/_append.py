@@ -4,14 +4,18 @@ transaction, which then sees the winner's events).
 
 One stream's append reads the stream's last revision, takes the fast path when the expectation
 is plainly met (the exact revision, or ``NO_STREAM`` on a missing stream) and otherwise applies
-the shared idempotency rule (:mod:`decider.stores._expectations`), then inserts. A batch
-(:func:`read_ahead`) reads every stream's last revision, and which ids of its ``ANY`` /
-``EXISTS`` appends are stored, in two round trips whatever its size, so its inserts go down the
-pipeline without waiting for each other.
+the shared idempotency rule (:mod:`decider.stores._expectations`), then inserts. A batch, on
+its first try, reads nothing for its appends of an exact revision (or ``NO_STREAM``): the
+table's constraints check them (:func:`insert_plain`), and one that is not met aborts the
+transaction, which is run again with every append read first. The others (and all of them on
+a second try) are read ahead (:func:`read_ahead`): every stream's last revision, and which ids
+of its ``ANY`` / ``EXISTS`` appends are stored, in two round trips whatever its size, so the
+inserts go down the pipeline without waiting for each other.
 """
 
 from __future__ import annotations
 
+import collections
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
@@ -21,7 +25,7 @@ import psycopg
 from psycopg.rows import TupleRow
 
 from decider.stores._expectations import Stored, plan_append
-from decider.stores.postgres._sql import MAX_EVENTS_PER_TRANSACTION, Statements
+from decider.stores.postgres._sql import INDEX_BITS, MAX_EVENTS_PER_TRANSACTION, Statements
 from decider.stores.protocol import (
     ANY,
     EXISTS,
@@ -54,6 +58,8 @@ def read_ahead(sql: Statements, connection: Connection, appends: Sequence[Stream
     every stream's last revision, and which of the ids of the appends that name no revision
     (``ANY``, ``EXISTS``) are stored already. The inserts then go down the pipeline without
     waiting for each other."""
+    if not appends:
+        return Batch({}, {})
     streams = list(dict.fromkeys(a.stream for a in appends))
     lasts: dict[str, int | None] = dict(
         connection.execute(sql.last_revisions, (streams,)).fetchall()
@@ -76,6 +82,123 @@ def read_ahead(sql: Statements, connection: Connection, appends: Sequence[Stream
     return Batch(lasts, stored)
 
 
+def read_first(appends: Sequence[StreamAppend], *, first_try: bool) -> list[StreamAppend]:
+    """The appends of a batch whose streams :func:`read_ahead` reads: on a batch's first try,
+    all but those of an exact revision or ``NO_STREAM`` to a stream no other append names
+    (:class:`BatchRows` writes them unread, guarded); on a later try, all of them."""
+    if not first_try:
+        return list(appends)
+    counts = collections.Counter(a.stream for a in appends)
+    return [
+        a
+        for a in appends
+        if counts[a.stream] > 1
+        or not (type(a.expected_revision) is int or a.expected_revision is NO_STREAM)
+    ]
+
+
+class BatchRows:
+    """The rows a batch's transaction writes, sent as (at most) two ``executemany`` of one-row
+    inserts with binary parameters (prepared once; no arrays to build or dump); their
+    positions are the transaction's id, read once with the lock on it, and each row's index
+    in the transaction (:attr:`Batch.index`).
+
+    A row added ``guarded`` is the first of an append of an exact revision ``e`` that nothing
+    read (:func:`read_first`): the store's constraints check it. Revision ``e + 1`` taken
+    (the stream is further on, or the same ids were appended): the ``(stream, revision)`` key
+    refuses it, ``UniqueViolation``. Revision ``e`` missing (the stream is not so far): its
+    revision is drawn from revision ``e``'s row, so it is ``NULL``, ``NotNullViolation``.
+    Revisions have no gaps, so the two together say the stream ends at ``e``. Either aborts
+    the transaction, which is run again reading the streams first
+    (:func:`~decider.stores.postgres._transactions.write_transaction`), where the shared rule
+    decides: idempotent success or a conflict.
+    """
+
+    def __init__(
+        self, sql: Statements, connection: Connection, batch: Batch, now: datetime
+    ) -> None:
+        self._sql = sql
+        self._connection = connection
+        self._batch = batch
+        self._now = now
+        self._own: psycopg.Cursor[TupleRow] | None = None
+        self._first_position: int | None = None
+        self._rows: list[tuple[object, ...]] = []
+        self._guarded: list[tuple[object, ...]] = []
+        self.pending: set[str] = set()
+        """The streams of the rows added and not sent yet (a read of one must send them first)."""
+
+    def add(
+        self, stream: str, events: Sequence[NewEvent], first: int, *, guarded: bool
+    ) -> Callable[[], AppendResult]:
+        """Write ``events`` at revisions ``first`` on (``guarded``: see the class); how to read
+        the append's result once the transaction has ended."""
+        if self._own is None:  # the transaction's id and lock, once it writes a row
+            self._own = self._connection.execute(self._sql.own_xid)
+        index = self._batch.index
+        now = self._now
+        rows = self._rows
+        self.pending.add(stream)
+        if guarded and first > 0:
+            e = events[0]
+            self._guarded.append(
+                (index, stream, stream, first - 1, e.id, e.type, e.data, e.metadata, now)
+            )
+            skip = 1
+        else:
+            skip = 0
+        for k in range(skip, len(events)):
+            e = events[k]
+            rows.append((index + k, stream, first + k, e.id, e.type, e.data, e.metadata, now))
+        self._batch.index = index + len(events)
+        revision, at = first + len(events) - 1, index + len(events) - 1
+        return lambda: AppendResult(next_expected_revision=revision, position=self._position(at))
+
+    def send(self) -> None:
+        """Send the rows added since the last send (down the pipeline: nothing waits for
+        them)."""
+        cursor = self._connection.cursor()
+        if self._guarded:
+            cursor.executemany(self._sql.insert_after, self._guarded)
+            self._guarded = []
+        if self._rows:
+            cursor.executemany(self._sql.insert_row, self._rows)
+            self._rows = []
+        self.pending.clear()
+
+    def _position(self, index: int) -> int:
+        if self._first_position is None:
+            assert self._own is not None
+            self._first_position = one_row(self._own)[0] << INDEX_BITS
+        return self._first_position + index
+
+
+def check_written(
+    sql: Statements,
+    connection: Connection,
+    append: StreamAppend,
+    batch: Batch,
+) -> AppendResult | int:
+    """Decide a batch's append by what the batch read ahead (:func:`read_ahead`): its stored
+    result when it is already written (idempotent success), else the first revision to
+    write it at (the batch is kept up to date as if written); raises ``WrongExpectedVersion``
+    on a conflict."""
+    stream, events, expected = append.stream, append.events, append.expected_revision
+    last = batch.lasts[stream]
+    if type(expected) is int:
+        plainly_met = expected == last
+    else:
+        plainly_met = expected is NO_STREAM and last is None
+    if not plainly_met:
+        already = _plan(sql, connection, stream, events, expected, last, batch=batch)
+        if already is not None:
+            return already
+    first = 0 if last is None else last + 1
+    batch.lasts[stream] = first + len(events) - 1
+    batch.written.update((stream, e.id) for e in events)
+    return first
+
+
 def check_size(count: int) -> None:
     """Refuse a transaction of more events than a position can index."""
     if count > MAX_EVENTS_PER_TRANSACTION:
@@ -91,36 +214,22 @@ def append_one(  # noqa: PLR0917
     events: Sequence[NewEvent],
     expected: ExpectedRevision,
     now: datetime,
-    *,
-    batch: Batch | None = None,
 ) -> Callable[[], AppendResult]:
-    """Check and write one stream's append inside the caller's write transaction; how to
-    read its result once the transaction has ended.
-
-    ``batch`` is what a batch read ahead in this transaction; it is kept up to date as this
-    append writes.
-    """
-    if batch is None or stream not in batch.lasts:
-        row = connection.execute(sql.last_revision, (stream,)).fetchone()
-        last: int | None = None if row is None else row[0]
-    else:
-        last = batch.lasts[stream]
+    """Check and write one stream's append (not a batch's: see :class:`BatchRows`) inside the
+    caller's write transaction; how to read its result once the transaction has ended."""
+    row = connection.execute(sql.last_revision, (stream,)).fetchone()
+    last: int | None = None if row is None else row[0]
     if type(expected) is int:
         plainly_met = expected == last
     else:
         plainly_met = expected is NO_STREAM and last is None
     if not plainly_met:
-        already = _plan(sql, connection, stream, events, expected, last, batch=batch)
+        already = _plan(sql, connection, stream, events, expected, last, batch=None)
         if already is not None:
             return lambda: already
     first = 0 if last is None else last + 1
     revision = first + len(events) - 1
     index = 0
-    if batch is not None:
-        batch.lasts[stream] = revision
-        batch.written.update((stream, e.id) for e in events)
-        index = batch.index
-        batch.index += len(events)
     if len(events) == 1:
         [e] = events
         values = (index, stream, first, e.id, e.type, e.data, e.metadata, now)

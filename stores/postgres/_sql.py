@@ -90,6 +90,9 @@ class Statements:
     last_revisions: str
     insert_one: str
     insert_many: str
+    own_xid: str
+    insert_row: str
+    insert_after: str
     append_one_if: str
     append_if: str
     range: str
@@ -193,6 +196,27 @@ COMMIT;
                 " (position, stream, revision, event_id, type, data, metadata, recorded_at)"
                 f" VALUES ({POSITION} + %s, %s, %s, %s, %s, %s, %s, %s) RETURNING position)"
                 f" SELECT position, {_LOCK_OWN} FROM written"
+            ),
+            # The transaction's id (assigning it one) and the lock on it (see wait_older), for
+            # the rows of insert_row and insert_after.
+            own_xid=(
+                f"SELECT x, pg_advisory_xact_lock({WAIT_CLASS}, {_lock_key_sql('x')})"
+                f" FROM (SELECT {_XID} AS x) AS t"
+            ),
+            # One row, binary parameters: its index in the transaction, then the row.
+            insert_row=(
+                f"INSERT INTO {events}"
+                " (position, stream, revision, event_id, type, data, metadata, recorded_at)"
+                f" VALUES ({POSITION} + %b, %b, %b, %b, %b, %b, %b, %b)"
+            ),
+            # One row after revision e of its stream, which must be stored: its revision is
+            # drawn from e's row, NULL (refused) if there is none. Parameters: the index, the
+            # stream, the stream and e again, then the row from its id on.
+            insert_after=(
+                f"INSERT INTO {events}"
+                " (position, stream, revision, event_id, type, data, metadata, recorded_at)"
+                f" VALUES ({POSITION} + %b, %b, (SELECT p.revision + 1 FROM {events} AS p"
+                " WHERE p.stream = %b AND p.revision = %b), %b, %b, %b, %b, %b)"
             ),
             # Several rows go in as arrays (one statement, whatever the count) and get their
             # positions in the order given. Dumping the arrays costs more than a plain VALUES,

@@ -36,20 +36,28 @@ _PIPELINE = psycopg.Pipeline.is_supported()
 def write_transaction(
     using: Using,
     connections: ThreadConnections[_Connection],
-    body: Callable[[_Connection], Callable[[], _T]],
+    body: Callable[[_Connection, bool], Callable[[], _T]],
     name: str,
 ) -> _T:
     """Run ``body`` in a write transaction (pipeline mode); what its result reader returns
     once the transaction ends. A transaction that loses a race for a stream's next revision
-    is rolled back and run again on a new connection (see ``PostgresEventStore._write``)."""
-    for _ in range(_MAX_RACES):
+    is rolled back and run again on a new connection (see ``PostgresEventStore._write``).
+
+    ``body``'s second argument says whether this is the first try, on which it may let the
+    store's constraints check its appends' expectations (:func:`~decider.stores.postgres.
+    _append.insert_plain`): an expectation not met is then a unique or not-null violation,
+    and the transaction is run again with that argument false, reading the streams first."""
+    for attempt in range(_MAX_RACES):
         with using() as connection:
             try:
                 with connection.pipeline() if _PIPELINE else contextlib.nullcontext():
                     connection.execute("BEGIN")
-                    finish = body(connection)
+                    finish = body(connection, attempt == 0)
                     connection.execute("COMMIT")
-            except psycopg.errors.UniqueViolation:
+            except (psycopg.errors.UniqueViolation, psycopg.errors.NotNullViolation) as exc:
+                if attempt and isinstance(exc, psycopg.errors.NotNullViolation):
+                    roll_back(connection)
+                    raise  # only the first try's guard makes one: anything else is a bug
                 # A new connection: psycopg's cache of prepared statements may believe in
                 # one whose preparation the failed pipeline skipped.
                 connections.drop(connections.get())

@@ -38,7 +38,11 @@ append whose expectation is plainly met (an exact revision, ``NO_STREAM`` on a n
 one statement in its own transaction, one round trip: the insert, only if the stream's last
 revision is the one expected, and the lock on the transaction's id. Any other append (or one
 that lost the race for its revision) takes two round trips (pipeline mode): ``BEGIN`` and the
-stream's last revision; then the expected-revision rule, the insert and ``COMMIT``.
+stream's last revision; then the expected-revision rule, the insert and ``COMMIT``. A batch's
+appends of an exact revision are, on its first try, inserts alone (binary one-row inserts
+down the pipeline, no read): the ``(stream, revision)`` key and a guard on the expected
+revision's row check them, and a batch whose check fails runs again reading its streams first
+(:mod:`decider.stores.postgres._append`).
 
 Schemas written by an older version (positions from an identity column under a schema-wide
 advisory lock) are migrated on open: the identity is dropped, nothing is rewritten, old
@@ -88,11 +92,14 @@ from decider.stores.leases import Lease, batch_checkpoints, batch_leases, check_
 from decider.stores.names import CHECKPOINT, POSTGRES, NameRules
 from decider.stores.postgres import _leases as lease_rows
 from decider.stores.postgres._append import (
+    BatchRows,
     append_if_plain,
     append_one,
     check_size,
+    check_written,
     one_row,
     read_ahead,
+    read_first,
 )
 from decider.stores.postgres._connect import (
     DEFAULT_CONNECT_TIMEOUT,
@@ -110,6 +117,7 @@ from decider.stores.postgres._state import PostgresStates
 from decider.stores.postgres._transactions import read_below_horizon, write_transaction
 from decider.stores.protocol import (
     ALL,
+    NO_STREAM,
     AppendResult,
     ExpectedRevision,
     Filter,
@@ -243,7 +251,7 @@ class PostgresEventStore:
         result = self._append_plain(stream, events, expected_revision, now)
         if result is None:
             result = self._write(
-                lambda c: append_one(self._sql, c, stream, events, expected_revision, now),
+                lambda c, _: append_one(self._sql, c, stream, events, expected_revision, now),
                 written_to(stream, events),
             )
         self._wrote(result.position)
@@ -299,19 +307,32 @@ class PostgresEventStore:
         check_size(sum(len(item.events) for item in appends))
         now = datetime.now(UTC)
 
-        def body(connection: _Connection) -> Callable[[], list[AppendResult]]:
+        def body(connection: _Connection, first_try: bool) -> Callable[[], list[AppendResult]]:
             first(connection)
-            # One read-ahead for the whole batch: it also numbers the events of the
-            # transaction, so two appends never draw the same position.
-            batch = read_ahead(self._sql, connection, appends)
-            results = [
-                append_one(
-                    self._sql, connection, a.stream, a.events, a.expected_revision, now, batch=batch
-                )
-                for a in appends
-            ]
-            for saved in checkpoints:
-                connection.execute(self._sql.save_checkpoint, saved)
+            # On the first try the appends of an exact revision are left to the store's
+            # constraints (BatchRows, guarded); the others (and all of them on a later try) are
+            # read ahead in one round trip for the whole batch. The batch also numbers the
+            # events of the transaction, so two appends never draw the same position.
+            batch = read_ahead(self._sql, connection, read_first(appends, first_try=first_try))
+            results: list[Callable[[], AppendResult]] = []
+            rows = BatchRows(self._sql, connection, batch, now)
+            # In the order given: each append's events take the next indexes (positions).
+            for a in appends:
+                if a.stream not in batch.lasts:  # not read ahead: plain
+                    after = -1 if a.expected_revision is NO_STREAM else a.expected_revision
+                    assert isinstance(after, int)
+                    results.append(rows.add(a.stream, a.events, after + 1, guarded=True))
+                    continue
+                if a.stream in rows.pending:  # its idempotency check may read them
+                    rows.send()
+                decided = check_written(self._sql, connection, a, batch)
+                if isinstance(decided, AppendResult):
+                    results.append(_stored(decided))
+                else:
+                    results.append(rows.add(a.stream, a.events, decided, guarded=False))
+            rows.send()
+            if checkpoints:
+                connection.cursor().executemany(self._sql.save_checkpoint, checkpoints)
             return lambda: [result() for result in results]
 
         stored = self._write(body, written_by(appends))
@@ -467,7 +488,7 @@ class PostgresEventStore:
             cursor = connection.execute(statement, params, prepare=prepare)
             return cursor.fetchall() if fetch else []
 
-    def _write(self, body: Callable[[_Connection], Callable[[], _T]], written: Written) -> _T:
+    def _write(self, body: Callable[[_Connection, bool], Callable[[], _T]], written: Written) -> _T:
         """Run ``body`` in a write transaction, then wake the subscriptions that read what it
         ``written`` (in the other processes too, if it wrote events); ``body`` returns how to
         read its result once the transaction ends.
@@ -574,3 +595,8 @@ class PostgresEventStore:
                 listener.stop(timeout=0)
                 raise store_error(self._name, exc) from exc
             self._listener = listener
+
+
+def _stored(result: AppendResult) -> Callable[[], AppendResult]:
+    """The result reader of an append found already stored."""
+    return lambda: result

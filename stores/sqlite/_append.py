@@ -1,8 +1,20 @@
-"""One stream's append inside a SQLite write transaction: the revision check, the slow path
-of an expectation not plainly met (idempotency or conflict), and the rows written."""
+"""One stream's append inside a SQLite write transaction: the insert, which the store's
+constraints check, and the slow path of an expectation not plainly met (idempotency or
+conflict), which reads the stream.
+
+An exact revision ``e`` (or ``NO_STREAM``, ``e = -1``) is checked by the insert itself, with no
+query first: the ``(stream, revision)`` key refuses revision ``e + 1`` when the stream is further
+on, and the first event's insert is guarded by the existence of revision ``e`` when the stream
+is not so far. Revisions have no gaps, so the two together say the stream ends at ``e``. Only
+when the insert refuses (a conflict, or the same ids re-appended) is the stream's last
+revision read and the shared rule applied (:mod:`decider.stores._expectations`). Several
+events go in as one statement whose last row id is the last event's position: one writer
+holds the lock, so ``AUTOINCREMENT`` gives the rows consecutive positions.
+"""
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import uuid
 from collections.abc import Mapping, Sequence
@@ -14,6 +26,9 @@ from decider.stores.sqlite import _sql as sql
 IDS_PER_QUERY = 500
 """Event ids looked up in one statement (SQLite caps a statement's parameters)."""
 
+ROWS_PER_INSERT = 500
+"""Events written by one statement (7 parameters each: SQLite caps a statement's parameters)."""
+
 
 def append_one(
     connection: sqlite3.Connection,
@@ -23,25 +38,60 @@ def append_one(
     now: str,
 ) -> AppendResult:
     """Check and write one stream's append inside the caller's write transaction."""
+    if type(expected) is int or expected is NO_STREAM:
+        after = -1 if expected is NO_STREAM else expected
+        assert isinstance(after, int)
+        try:
+            position = _insert(connection, stream, events, after + 1, now)
+        except sqlite3.IntegrityError:  # the (stream, revision) key: the stream is further on
+            position = None
+        if position is not None:
+            return AppendResult(next_expected_revision=after + len(events), position=position)
     row = connection.execute(sql.LAST_REVISION, (stream,)).fetchone()
     last: int | None = None if row is None else row[0]
-    if not (expected == last if type(expected) is int else expected is NO_STREAM and last is None):
-        already = _plan(connection, stream, events, expected, last)
-        if already is not None:
-            return already
+    already = _plan(connection, stream, events, expected, last)
+    if already is not None:
+        return already
     first = 0 if last is None else last + 1
+    position = _insert(connection, stream, events, first, now, guarded=False)
+    assert position is not None
+    return AppendResult(next_expected_revision=first + len(events) - 1, position=position)
+
+
+def _insert(
+    connection: sqlite3.Connection,
+    stream: str,
+    events: Sequence[NewEvent],
+    first: int,
+    now: str,
+    *,
+    guarded: bool = True,
+) -> int | None:
+    """Write ``events`` at revisions ``first`` on; the last one's position, or ``None`` (nothing
+    written) when ``guarded`` and revision ``first - 1`` is not stored (``first > 0``).
+
+    Raises ``sqlite3.IntegrityError`` (nothing written) when revision ``first`` is taken.
+    """
     rows = [
         (stream, first + i, e.id.bytes, e.type, e.data, e.metadata, now)
         for i, e in enumerate(events)
     ]
-    if len(rows) == 1:
-        position = connection.execute(sql.INSERT, rows[0]).lastrowid
-    else:
-        # One writer holds the lock, so AUTOINCREMENT gives these rows consecutive positions.
-        connection.executemany(sql.INSERT, rows)
-        (position,) = connection.execute("SELECT last_insert_rowid()").fetchone()
-    assert position is not None
-    return AppendResult(next_expected_revision=first + len(rows) - 1, position=position)
+    if guarded and first > 0:
+        cursor = connection.execute(sql.INSERT_AFTER, (*rows[0], stream, first - 1))
+        if cursor.rowcount != 1:
+            return None
+        rows = rows[1:]
+    for start in range(0, len(rows), ROWS_PER_INSERT):
+        part = rows[start : start + ROWS_PER_INSERT]
+        cursor = connection.execute(_insert_sql(len(part)), [v for r in part for v in r])
+    position: int | None = cursor.lastrowid
+    return position
+
+
+@functools.lru_cache(maxsize=64)
+def _insert_sql(count: int) -> str:
+    """The insert of ``count`` rows in one statement."""
+    return sql.INSERT + ", (?, ?, ?, ?, ?, ?, ?)" * (count - 1)
 
 
 def _plan(

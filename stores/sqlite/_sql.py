@@ -42,6 +42,13 @@ INSERT = (
     "INSERT INTO events (stream, revision, event_id, type, data, metadata, recorded_at)"
     " VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
+# One row, only if the stream holds the revision before it (parameters: the row, the stream
+# and that revision).
+INSERT_AFTER = (
+    "INSERT INTO events (stream, revision, event_id, type, data, metadata, recorded_at)"
+    " SELECT ?, ?, ?, ?, ?, ?, ? WHERE EXISTS"
+    " (SELECT 1 FROM events WHERE stream = ? AND revision = ?)"
+)
 RANGE = (
     "SELECT event_id, revision, position FROM events"
     " WHERE stream = ? AND revision >= ? ORDER BY revision LIMIT ?"

@@ -21,6 +21,7 @@ from decider.stores import (
     RecordedEvent,
     StoreError,
     StoreUnavailable,
+    StreamAppend,
     WrongExpectedVersion,
 )
 from decider.stores.contract import EventStoreContract, new_events, take, wait_until
@@ -419,3 +420,121 @@ def test_an_append_that_loses_its_revision_race_takes_the_full_path(
         assert (result.next_expected_revision, result.position) == (0, stored[0].position)
     else:
         assert isinstance(result, WrongExpectedVersion), result
+
+
+def test_a_batch_of_exact_revisions_reads_nothing_and_builds_no_arrays(
+    store: PostgresEventStore,
+) -> None:
+    """Appends of an exact revision (or ``NO_STREAM``) are checked by the table's constraints:
+    no read of the streams' last revisions, and the rows go as binary one-row inserts (no
+    arrays); only the transaction's id is read, for the positions."""
+    store.append("a", new_events(1), NO_STREAM)
+    connection, _ = store._connection()
+    executed: list[str] = []
+    execute = connection.execute
+
+    def recording(query: Any, *args: Any, **kwargs: Any) -> Any:
+        executed.append(str(query))
+        return execute(query, *args, **kwargs)
+
+    connection.execute = recording  # type: ignore[method-assign]
+    try:
+        results = store.append_batch(
+            [
+                StreamAppend("a", new_events(3), 0),
+                StreamAppend("b", new_events(2), NO_STREAM),
+                StreamAppend("c", new_events(1), NO_STREAM),
+            ],
+            checkpoints=[("proc", 7)],
+        )
+    finally:
+        del connection.execute
+    assert executed == ["BEGIN", store._sql.own_xid, "COMMIT"]
+    assert [r.next_expected_revision for r in results] == [3, 1, 0]
+    for result, stream in zip(results, "abc", strict=True):
+        assert store.read_stream(stream)[-1].position == result.position
+    log = store.read_all()
+    assert [(e.stream, e.revision) for e in log] == [
+        ("a", 0),
+        ("a", 1),
+        ("a", 2),
+        ("a", 3),
+        ("b", 0),
+        ("b", 1),
+        ("c", 0),
+    ]
+    assert store.load_checkpoint("proc") == 7
+
+
+@pytest.mark.parametrize("same_id", [True, False], ids=["same-id", "other-id"])
+def test_a_batch_that_loses_its_revision_race_is_run_again_reading_first(
+    store: PostgresEventStore, same_id: bool
+) -> None:
+    """A batch's exact-revision append that a concurrent writer beats to the revision fails on
+    the ``(stream, revision)`` key; the transaction is run again, reading the stream: the same
+    event is the stored result (idempotent), another is a conflict. Nothing is doubled."""
+    [mine] = new_events(1)
+    theirs = mine if same_id else new_events(1)[0]
+    outcome: list[object] = []
+    with _raw() as raw, _raw() as watcher:
+        raw.execute("BEGIN")
+        raw.execute(
+            store._sql.insert_one,
+            (0, "race", 0, theirs.id, theirs.type, theirs.data, theirs.metadata, datetime.now(UTC)),
+        )
+
+        def append() -> None:
+            try:
+                outcome.append(
+                    store.append_batch(
+                        [
+                            StreamAppend("race", [mine], NO_STREAM),
+                            StreamAppend("other", new_events(1), NO_STREAM),
+                        ]
+                    )
+                )
+            except StoreError as exc:
+                outcome.append(exc)
+
+        appender = threading.Thread(target=append)
+        appender.start()
+        wait_until(
+            lambda: (
+                watcher.execute(
+                    "SELECT count(*) FROM pg_stat_activity"
+                    " WHERE wait_event_type = 'Lock' AND datname = current_database()"
+                    " AND query LIKE %s",
+                    (f"%{store.schema}%",),
+                ).fetchall()[0][0]
+                == 1
+            ),
+            timeout=10,
+        )
+        raw.execute("COMMIT")
+        appender.join(10)
+    [result] = outcome
+    stored = store.read_stream("race")
+    assert [e.id for e in stored] == [theirs.id]
+    if same_id:
+        assert isinstance(result, list)
+        assert (result[0].next_expected_revision, result[0].position) == (0, stored[0].position)
+        assert len(store.read_stream("other")) == 1
+    else:
+        assert isinstance(result, WrongExpectedVersion)
+        assert (result.expected, result.actual) == (NO_STREAM, 0)
+        assert store.read_stream("other") == []
+
+
+def test_a_batch_expecting_a_revision_not_yet_stored_is_a_conflict(
+    store: PostgresEventStore,
+) -> None:
+    """The first try's guard (the expected revision's row) refuses; the run again reads the
+    stream and names its actual revision; nothing of the batch is written."""
+    store.append("a", new_events(2), NO_STREAM)
+    with pytest.raises(WrongExpectedVersion) as caught:
+        store.append_batch(
+            [StreamAppend("b", new_events(1), NO_STREAM), StreamAppend("a", new_events(2), 4)]
+        )
+    assert (caught.value.stream, caught.value.expected, caught.value.actual) == ("a", 4, 1)
+    assert store.read_stream("b") == []
+    assert len(store.read_stream("a")) == 2

@@ -68,6 +68,11 @@ def _cases(store: PostgresEventStore, head: int) -> dict[str, Case]:
             s.append_if,
             ("wf-7", now, [4, 5], ids[:2], ["Input"] * 2, [b"{}"] * 2, [b""] * 2, "wf-7", 3),
         ),
+        # Binary parameters (%b) are explained as text ones.
+        "insert_after": (
+            s.insert_after.replace("%b", "%s"),
+            (0, "wf-7", "wf-7", 3, ids[0], "Input", b"{}", b"", now),
+        ),
         "head": (s.head, ()),
         "held_back": (s.held_back, ()),
     }

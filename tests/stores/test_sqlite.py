@@ -183,3 +183,47 @@ def test_an_any_append_of_many_events_is_idempotent(tmp_path: Path) -> None:
         assert len(store.read_stream("s")) == 1200
     finally:
         store.close()
+
+
+def test_an_append_whose_expectation_holds_is_its_inserts_alone(tmp_path: Path) -> None:
+    """The (stream, revision) key and a guard on the expected revision check an exact
+    expectation: no query of the stream's last revision, no ``last_insert_rowid()``."""
+    store = SqliteEventStore(tmp_path / "e.db")
+    try:
+        store.append("a", new_events(1), NO_STREAM)
+        connection, _ = store._connection()
+        statements: list[str] = []
+        connection.set_trace_callback(statements.append)
+        results = store.append_batch(
+            [
+                StreamAppend("a", new_events(3), 0),
+                StreamAppend("b", new_events(2), NO_STREAM),
+                StreamAppend("c", new_events(1), NO_STREAM),
+            ]
+        )
+        connection.set_trace_callback(None)
+        reads = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
+        assert reads == []
+        assert not any("last_insert_rowid" in s for s in statements)
+        assert [r.next_expected_revision for r in results] == [3, 1, 0]
+        for result, stream in zip(results, "abc", strict=True):
+            assert store.read_stream(stream)[-1].position == result.position
+    finally:
+        store.close()
+
+
+def test_an_append_of_more_events_than_one_insert_holds(tmp_path: Path) -> None:
+    store = SqliteEventStore(tmp_path / "e.db")
+    try:
+        store.append("a", new_events(1), NO_STREAM)
+        events = new_events(1234)
+        result = store.append("a", events, 0)
+        stored = store.read_stream("a")
+        assert [e.revision for e in stored] == list(range(1235))
+        assert [e.id for e in stored[1:]] == [e.id for e in events]
+        positions = [e.position for e in stored]
+        assert positions == list(range(positions[0], positions[0] + 1235))
+        assert result.position == positions[-1]
+        assert store.append("a", events, 0) == result  # idempotent
+    finally:
+        store.close()
