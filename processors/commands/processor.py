@@ -4,7 +4,9 @@ It follows the ``Sent:``, ``Published:`` and ``Replied:`` events of the app's in
 
 - ``Sent`` of a type with a handler: the command goes to the app's pool of workers
   (:mod:`decider.processors.commands.pool`): commands of one instance are carried out in the order
-  they were sent, commands of different instances side by side. The handler runs with the command id
+  they were sent, commands of different instances side by side; a quick sync handler's call runs
+  on this processor's own thread, with no hand-off (:mod:`decider.processors.commands.pace`),
+  while slow and ``async def`` ones run beside others. The handler runs with the command id
   as idempotency key; its result messages go to ``<handler name>-<command id>`` (expected
   ``NO_STREAM``, ids derived from the command id), so carrying a command out twice writes its
   results once. Failures are retried per the handler's
@@ -51,6 +53,7 @@ from decider.codec import Kind, describe, parse_type
 from decider.processors.app import decoding, streams
 from decider.processors.app.definition import HandlerRegistration
 from decider.processors.app.messages import RETRIED
+from decider.processors.commands import pace
 from decider.processors.commands.handlers import AttemptFailed, GaveUp
 from decider.processors.commands.parking import Parking
 from decider.processors.commands.pool import CommandPool, Conclusion, HandlerLoad, Job
@@ -106,7 +109,9 @@ class CommandProcessor(Processor):
         self.ledger = self.parking.ledger
         self.filter = decoding.command_filter(app.workflows, self.ledger, RETRIED)
         self.replay = ReplayGuard(context.store, self.ledger, transactional=self._transactional)
-        self.pool = CommandPool(self.name, app.pool_size, context.clock, context.logger)
+        self.pool = CommandPool(
+            self.name, app.pool_size, context.clock, context.logger, quick=pace.QUICK
+        )
         self.marks = Lanes(self.wake)
         self.max_open = max(256, 8 * app.pool_size)
         """How many commands may be in hand before the processor stops reading ahead."""
