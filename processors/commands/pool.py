@@ -143,6 +143,8 @@ class CommandPool:
         self._abandoned = 0
         self._tickets = itertools.count(1)
         self._watch_until = float("inf")
+        self._shortest_timeout = float("inf")
+        """The shortest timeout of a sync call seen (the watchdog's longest sleep)."""
         self._delayed: list[tuple[datetime, int, Job]] = []
         self._wake = Signal()
         self._random = random.Random()
@@ -288,6 +290,7 @@ class CommandPool:
                 timeout = job.handler.timeout
                 if timeout is not None and not job.handler.is_async:
                     worker.job, worker.deadline = job, time.monotonic() + timeout
+                    self._shortest_timeout = min(self._shortest_timeout, timeout)
                     if worker.deadline < self._watch_until:
                         self._watch_cond.notify()  # the watchdog must wake sooner
             if job.handler.is_async:
@@ -379,6 +382,8 @@ class CommandPool:
             self._next_call[handler.name] = max(free, now) + 1 / handler.rate
         self._started(job)
         caller = _Worker(job, None if handler.timeout is None else now + handler.timeout)
+        if handler.timeout is not None:
+            self._shortest_timeout = min(self._shortest_timeout, handler.timeout)
         self._inline = caller
         if caller.deadline is not None and caller.deadline < self._watch_until:
             self._watch_cond.notify()  # the watchdog must wake sooner
@@ -513,15 +518,17 @@ class CommandPool:
             queue.popleft()
             if queue:
                 self._ready.append(job.key)
+                self._cond.notify()
             else:
                 del self._queues[job.key]
-            self._cond.notify()
 
     def _finish_call(self, job: Job) -> None:
-        """A call is over (the lock held): free its slot."""
+        """A call is over (the lock held): free its slot (and wake a worker if a job waits
+        for one: an idle worker woken for nothing costs a futex and a GIL hand-off)."""
         self._running[job.handler.name] -= 1
         self._in_flight -= 1
-        self._cond.notify()  # a slot is free
+        if self._ready:
+            self._cond.notify()  # a slot is free
         self._calls_cond.notify_all()
 
     # -- the timekeeper (back-off, on the service clock) --------------------------------------
@@ -590,9 +597,11 @@ class CommandPool:
                 deadlines = [
                     w.deadline for w in callers if w.deadline is not None and not w.abandoned
                 ]
-                self._watch_until = min(deadlines, default=float("inf"))
+                # With no call pending, it wakes again within the shortest timeout seen: a
+                # call started meanwhile cannot be due sooner, so it need not wake it.
+                self._watch_until = min(deadlines, default=now + self._shortest_timeout)
                 if not expired:
-                    wait = None if not deadlines else self._watch_until - now
-                    self._watch_cond.wait(wait)
+                    wait = self._watch_until - now
+                    self._watch_cond.wait(None if wait == float("inf") else wait)
             for job in expired:
                 self._attempted(job, failures.handler_timed_out(job.handler.timeout))
