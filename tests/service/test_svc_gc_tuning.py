@@ -26,8 +26,11 @@ def untuned_process(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     gc.set_threshold(*thresholds)
 
 
-def _run(**options: int) -> None:
-    with Service(tally_app("gc-tuned"), MemoryEventStore(), **options):
+def _run(gc_young_threshold: int = gc_tuning.YOUNG_THRESHOLD) -> None:
+    service = Service(
+        tally_app("gc-tuned"), MemoryEventStore(), gc_young_threshold=gc_young_threshold
+    )
+    with service:
         pass
 
 
