@@ -8,8 +8,8 @@ after the handler's back-off, waited on the service clock by one timekeeper thre
 holds only its own key's later commands, never a worker.
 
 A pool made with ``quick`` runs a quick sync handler's call on the thread that submits it (the
-command processor's), with no hand-off to a worker and back, when nothing of its key is in
-hand and a slot is free: which handlers are quick is :mod:`decider.processors.commands.pace`'s
+command processor's), with no hand-off to a worker and back, when the submitter allows it (a
+small batch), nothing of its key is in hand and a slot is free: which handlers are quick is :mod:`decider.processors.commands.pace`'s
 to say (their recent calls, timed wherever they ran). Such a call keeps every rule of a
 worker's: it holds a slot, counts against the handler's limits, is judged and retried the same
 way, and is watched for its timeout (past it, the attempt fails and is retried on a worker; the
@@ -204,10 +204,10 @@ class CommandPool:
 
     # -- the processor's side ---------------------------------------------------------------
 
-    def submit(self, job: Job) -> None:
-        """Queue ``job`` behind the earlier jobs of its key; or, if its handler is quick and
-        nothing of its key is in hand, carry its call out now, on this thread (it concludes,
-        or waits for its retry, before this returns)."""
+    def submit(self, job: Job, *, inline: bool = True) -> None:
+        """Queue ``job`` behind the earlier jobs of its key; or, if ``inline`` allows it, its
+        handler is quick and nothing of its key is in hand, carry its call out now, on this
+        thread (it concludes, or waits for its retry, before this returns)."""
         with self._cond:
             job.generation = self._generation
             queue = self._queues.get(job.key)
@@ -215,7 +215,7 @@ class CommandPool:
                 queue.append(job)
                 return
             self._queues[job.key] = collections.deque([job])
-            caller = self._start_inline(job)
+            caller = self._start_inline(job) if inline else None
             if caller is None:
                 self._ready.append(job.key)
                 self._cond.notify()

@@ -83,6 +83,15 @@ MOVE_GRACE = 1.0
 """In a group, when the partitions held change: how long the calls in hand get to conclude (and
 be committed, for the partitions still held) before the processor resubscribes."""
 
+INLINE_BATCH = 16
+"""The largest batch whose quick handlers' calls run on this processor's thread. In a larger
+one (a burst, a catch-up) they go to the workers, which carry them out while this thread
+dispatches the rest and commits: on a store whose commit waits for the disk, that overlap is
+worth more than the hand-off (SQLite catch-up, traffic-fine sample: about 13% more workflows/s
+than with every quick call inline, the same CPU); in a small one (light or live traffic) the
+hand-off is the cost (one workflow at a time: about 100 us of CPU per workflow on memory,
+600 us on SQLite, and 15-20% of the latency)."""
+
 _SUBMITTED = object()
 
 
@@ -118,6 +127,9 @@ class CommandProcessor(Processor):
         self.stop_grace = STOP_GRACE
         self.carried_out = 0
         self.parked_by_handler: collections.Counter[str] = collections.Counter()
+        self.inline_now = True
+        """Whether a quick handler's command may run on this thread now (the batch in hand is
+        small: :data:`INLINE_BATCH`)."""
         self._concluded_marks: dict[int, int | None] = {}
         self._read: int | None = None
         """The position of the last input this subscription life dispatched or passed over."""
@@ -271,8 +283,9 @@ class CommandProcessor(Processor):
 
     def dispatch(self, batch: Sequence[RecordedEvent]) -> None:
         """Give each input an entry and start it: copies and parks conclude at once, handled
-        commands go to the pool. Waits (committing what concluded) while too many are in
-        hand."""
+        commands go to the pool (a quick handler's run here, in a small batch). Waits
+        (committing what concluded) while too many are in hand."""
+        self.inline_now = len(batch) <= INLINE_BATCH
         for event in batch:
             while self.marks.open >= self.max_open and not self.context.stop.is_set():
                 self.marks.wait(BACK_PRESSURE_WAIT)  # a conclusion (or a stop) wakes it
@@ -480,7 +493,8 @@ class CommandProcessor(Processor):
         def conclude(conclusion: Conclusion) -> None:
             self._job_concluded(entry, handler, event, metadata, round_key, conclusion)
 
-        self.pool.submit(self._job(entry, event.stream, handler, command, command_id, conclude))
+        job = self._job(entry, event.stream, handler, command, command_id, conclude)
+        self.pool.submit(job, inline=self.inline_now)
         return _SUBMITTED
 
     def _replayed_before(
@@ -513,7 +527,8 @@ class CommandProcessor(Processor):
         round_key: str,
         conclusion: Conclusion,
     ) -> None:
-        """On a pool thread: the command of ``entry`` concluded; its outcome awaits the
+        """On the thread its call ended on (a worker, the event loop, or this processor's own
+        for a quick handler): the command of ``entry`` concluded; its outcome awaits the
         commit."""
         assert isinstance(entry, Entry) and not isinstance(conclusion, AttemptFailed)
         self.marks.conclude(entry, self._concluded(handler, event, metadata, round_key, conclusion))

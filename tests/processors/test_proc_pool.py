@@ -35,12 +35,15 @@ from decider.processors import (
     FakeClock,
     RetryPolicy,
     Service,
+    SystemClock,
     by_correlation,
     list_parked,
     show,
     status,
 )
+from decider.processors.app.definition import HandlerRegistration
 from decider.processors.commands.pace import FIRST, WINDOW, Pace
+from decider.processors.commands.pool import CommandPool, Job
 from decider.processors.commands.processor import CommandProcessor
 from decider.processors.operate.handler_status import HandlerStatus, handler_lines, handler_status
 from decider.stores.memory import MemoryEventStore
@@ -356,6 +359,30 @@ def test_a_quick_handler_that_hangs_inline_times_out_and_is_retried_on_a_worker(
         assert service.wait_until(lambda: all_done(store, app, 21), 30)
     (parked,) = list_parked(store, app)
     assert "timed out" in parked.reason
+
+
+def test_the_pool_runs_a_quick_call_inline_only_where_the_submitter_allows_it() -> None:
+    threads: list[str] = []
+    done = threading.Semaphore(0)
+
+    def quick(command: object, command_id: str) -> list[object]:
+        threads.append(threading.current_thread().name)
+        return []
+
+    handler = HandlerRegistration("t.Quick", "quick", quick, RetryPolicy())
+    pool = CommandPool("inline-pool", 2, SystemClock(), None, quick=0.001)
+    pool.start(needs_loop=False)
+    try:
+        for i, inline in enumerate([True] * (FIRST + 1) + [False, True]):
+            job = Job(f"k{i}", handler, None, f"c{i}", lambda _: done.release())
+            pool.submit(job, inline=inline)
+            assert done.acquire(timeout=10)
+    finally:
+        pool.close()
+    here, worker = threading.current_thread().name, "decider inline-pool worker"
+    # The first calls on the workers; then inline; a burst (inline=False) on the workers.
+    assert threads == [worker] * FIRST + [here, worker, here]
+    assert pool.inline_calls == 2
 
 
 def test_the_pace_tolerates_one_slow_call_in_its_window() -> None:
