@@ -1,11 +1,12 @@
 """How quick each handler's calls are lately: whether its next call may run inline.
 
-Handing a command to a worker thread and its conclusion back costs about 100 us of CPU (two
-condition hand-offs, the futex calls under them, and the GIL passing between threads), more
-than a quick handler itself takes. A sync handler whose recent calls returned within
-:data:`QUICK` is run by the :class:`~decider.processors.commands.pool.CommandPool` on the
-thread that submits its command (the command processor's, when its batch is small) instead. Every call is timed,
-wherever it runs, and the last :data:`WINDOW` calls of each handler are kept:
+Handing a command to a worker thread and its conclusion back costs a wake-up of the worker
+and of the submitting thread (futex calls and the GIL passing between threads), more than a
+quick handler itself takes when traffic is light. A sync handler whose recent calls returned
+within :data:`QUICK` is run by the :class:`~decider.processors.commands.pool.CommandPool` on
+the thread that submits its command (the command processor's, when its batch is small)
+instead. Every call is timed, wherever it runs, and the last :data:`WINDOW` calls of each
+handler are kept:
 
 - a handler's first :data:`FIRST` calls run on the workers;
 - then it runs inline while at most :data:`TOLERATED` of its last :data:`WINDOW` calls was

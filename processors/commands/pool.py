@@ -9,8 +9,9 @@ holds only its own key's later commands, never a worker.
 
 A pool made with ``quick`` runs a quick sync handler's call on the thread that submits it (the
 command processor's), with no hand-off to a worker and back, when the submitter allows it (a
-small batch), nothing of its key is in hand and a slot is free: which handlers are quick is :mod:`decider.processors.commands.pace`'s
-to say (their recent calls, timed wherever they ran). Such a call keeps every rule of a
+small batch), nothing of its key is in hand and a slot is free: which handlers are quick is
+:mod:`decider.processors.commands.pace`'s to say (their recent calls, timed wherever they
+ran). Such a call keeps every rule of a
 worker's: it holds a slot, counts against the handler's limits, is judged and retried the same
 way, and is watched for its timeout (past it, the attempt fails and is retried on a worker; the
 submitting thread goes on when the call returns, its answer ignored). WARNING: until then the

@@ -89,8 +89,9 @@ one (a burst, a catch-up) they go to the workers, which carry them out while thi
 dispatches the rest and commits: on a store whose commit waits for the disk, that overlap is
 worth more than the hand-off (SQLite catch-up, traffic-fine sample: about 13% more workflows/s
 than with every quick call inline, the same CPU); in a small one (light or live traffic) the
-hand-off is the cost (one workflow at a time: about 100 us of CPU per workflow on memory,
-600 us on SQLite, and 15-20% of the latency)."""
+hand-off is the cost (one workflow at a time, the process's CPU per workflow and the median
+latency: memory 743 against 869 us and 0.75 against 0.91 ms; SQLite 3.8 against 4.2 ms and
+4.5 against 4.8 ms)."""
 
 _SUBMITTED = object()
 
