@@ -314,6 +314,7 @@ def _run(args: argparse.Namespace) -> int:
                     cache_size=args.cache_size,
                     group=group,
                     consumer_group=args.esdb_consumer_group,
+                    gc_young_threshold=args.gc_young_threshold,
                 )
             except (TypeError, ValueError) as exc:
                 raise UsageError(str(exc)) from exc
@@ -324,8 +325,6 @@ def _run(args: argparse.Namespace) -> int:
             if early.received.is_set():
                 LOGGER.info("stop requested before app %r started: nothing to do", app.name)
                 return 0
-            # Start-up is over (the app loaded, the store open): freeze its objects.
-            gc_tuning.tune(args.gc_young_threshold)
             LOGGER.info("running app %r (%s) on %s", app.name, spec, redact_uri(uri))
             try:
                 with metrics_endpoint(args), Heartbeat(store, app):

@@ -7,6 +7,17 @@ service's event loop, :mod:`decider.processors.commands.event_loop`). A failed a
 after the handler's back-off, waited on the service clock by one timekeeper thread: the command
 holds only its own key's later commands, never a worker.
 
+A pool made with ``quick`` runs a quick sync handler's call on the thread that submits it (the
+command processor's), with no hand-off to a worker and back, when the submitter allows it (a
+small batch), nothing of its key is in hand and a slot is free: which handlers are quick is
+:mod:`decider.processors.commands.pace`'s to say (their recent calls, timed wherever they
+ran). Such a call keeps every rule of a
+worker's: it holds a slot, counts against the handler's limits, is judged and retried the same
+way, and is watched for its timeout (past it, the attempt fails and is retried on a worker; the
+submitting thread goes on when the call returns, its answer ignored). WARNING: until then the
+submitting thread is held: a handler that was quick and hangs holds the command processor
+(its commits wait) until the call returns.
+
 Per handler (:class:`~decider.processors.app.definition.HandlerRegistration`):
 
 - ``timeout``: a call that runs longer is a failed attempt (retried, then parked). A sync call
@@ -43,6 +54,7 @@ from decider.processors.app.definition import HandlerRegistration
 from decider.processors.app.retry import HandlerFailure
 from decider.processors.commands.event_loop import EventLoop
 from decider.processors.commands.handlers import AttemptFailed, GaveUp, invoke, invoke_async
+from decider.processors.commands.pace import Pace
 from decider.processors.engine import failures, logs, telemetry
 from decider.processors.engine.clock import Clock, Signal
 from decider.processors.engine.failures import Verdict
@@ -102,6 +114,7 @@ class CommandPool:
         logger: logging.Logger | None,
         *,
         max_abandoned: int | None = None,
+        quick: float = 0.0,
     ) -> None:
         if size < 1:
             raise ValueError(f"a command pool needs at least 1 worker, got {size}")
@@ -131,6 +144,8 @@ class CommandPool:
         self._abandoned = 0
         self._tickets = itertools.count(1)
         self._watch_until = float("inf")
+        self._shortest_timeout = float("inf")
+        """The shortest timeout of a sync call seen (the watchdog's longest sleep)."""
         self._delayed: list[tuple[datetime, int, Job]] = []
         self._wake = Signal()
         self._random = random.Random()
@@ -138,6 +153,13 @@ class CommandPool:
         self._threads: list[threading.Thread] = []
         self.timeouts = 0
         """How many calls ran past their handler's timeout."""
+        self.pace = Pace(quick)
+        """Each handler's recent call times: whether its next call may run inline (``quick``:
+        the seconds under which a call is quick; 0, the default: every call on a worker)."""
+        self._inline: _Worker | None = None
+        """The call running on a submitting thread, if one is (its deadline watched)."""
+        self.inline_calls = 0
+        """How many calls ran on the submitting thread."""
 
     # -- life cycle -------------------------------------------------------------------------
 
@@ -183,17 +205,23 @@ class CommandPool:
 
     # -- the processor's side ---------------------------------------------------------------
 
-    def submit(self, job: Job) -> None:
-        """Queue ``job`` behind the earlier jobs of its key."""
+    def submit(self, job: Job, *, inline: bool = True) -> None:
+        """Queue ``job`` behind the earlier jobs of its key; or, if ``inline`` allows it, its
+        handler is quick and nothing of its key is in hand, carry its call out now, on this
+        thread (it concludes, or waits for its retry, before this returns)."""
         with self._cond:
             job.generation = self._generation
             queue = self._queues.get(job.key)
-            if queue is None:
-                self._queues[job.key] = collections.deque([job])
+            if queue is not None:
+                queue.append(job)
+                return
+            self._queues[job.key] = collections.deque([job])
+            caller = self._start_inline(job) if inline else None
+            if caller is None:
                 self._ready.append(job.key)
                 self._cond.notify()
-            else:
-                queue.append(job)
+                return
+        self._run_inline(job, caller)
 
     def in_hand(self) -> int:
         """How many submitted jobs have not concluded."""
@@ -263,30 +291,23 @@ class CommandPool:
                 timeout = job.handler.timeout
                 if timeout is not None and not job.handler.is_async:
                     worker.job, worker.deadline = job, time.monotonic() + timeout
+                    self._shortest_timeout = min(self._shortest_timeout, timeout)
                     if worker.deadline < self._watch_until:
                         self._watch_cond.notify()  # the watchdog must wake sooner
             if job.handler.is_async:
                 self._start_async(job)
                 continue
-            outcome = telemetry.call_handler(  # the handler's span, latency and retry count
-                self.name,
-                job.handler.type_name,
-                job.command_id,
-                job.attempts,
-                functools.partial(invoke, job.handler, job.command, job.command_id),
-                job.trace,
-            )
+            start = time.perf_counter()
+            outcome = self._call(job)
+            seconds = time.perf_counter() - start
             with self._cond:
                 if worker.abandoned:
                     # Timed out: the watchdog concluded this attempt and replaced the worker.
                     self._abandoned -= 1
-                    self.log.warning(
-                        "%s: a timed-out call of %s returned; its answer is ignored",
-                        self.name,
-                        job.handler.name,
-                    )
+                    self._ignore_late(job)
                     return
                 worker.job, worker.deadline = None, None
+                self.pace.record(job.handler.name, seconds)
             self._attempted(job, outcome)
 
     def _take(self, worker: _Worker) -> Job | None:
@@ -326,11 +347,90 @@ class CommandPool:
                     soonest = free - now if soonest is None else min(soonest, free - now)
                     continue
                 self._next_call[handler.name] = max(free, now) + 1 / handler.rate
-            job.attempts += 1
-            self._running[handler.name] += 1
-            self._in_flight += 1
+            self._started(job)
             return job, None
         return None, soonest
+
+    def _started(self, job: Job) -> None:
+        """``job``'s call starts (the lock held): it takes a slot."""
+        job.attempts += 1
+        self._running[job.handler.name] += 1
+        self._in_flight += 1
+
+    # -- calls on the submitting thread -------------------------------------------------------
+
+    def _start_inline(self, job: Job) -> _Worker | None:
+        """If ``job`` (alone in its key's queue) may run on the submitting thread now, start
+        it there (the lock held): a quick sync handler, a free slot, under its limits, no
+        other call inline. ``None``: it goes to the workers."""
+        handler = job.handler
+        if (
+            handler.is_async
+            or self._paused
+            or self._closed
+            or self._inline is not None
+            or self._in_flight >= self.size
+            or not self.pace.inline(handler.name)
+        ):
+            return None
+        if handler.concurrency is not None and self._running[handler.name] >= (handler.concurrency):
+            return None
+        now = time.monotonic()
+        if handler.rate is not None:
+            free = self._next_call.get(handler.name, now)
+            if free > now:
+                return None
+            self._next_call[handler.name] = max(free, now) + 1 / handler.rate
+        self._started(job)
+        caller = _Worker(job, None if handler.timeout is None else now + handler.timeout)
+        if handler.timeout is not None:
+            self._shortest_timeout = min(self._shortest_timeout, handler.timeout)
+        self._inline = caller
+        if caller.deadline is not None and caller.deadline < self._watch_until:
+            self._watch_cond.notify()  # the watchdog must wake sooner
+        self.inline_calls += 1
+        return caller
+
+    def _run_inline(self, job: Job, caller: _Worker) -> None:
+        """Call ``job``'s handler on this thread, then act on the outcome as a worker does
+        (unless the watchdog timed the call out meanwhile: then its answer is ignored)."""
+        start = time.perf_counter()
+        try:
+            outcome = self._call(job)
+        except BaseException:  # an interrupt: the call is over, the thread's owner ends
+            with self._cond:
+                self._inline = None
+                if not caller.abandoned:
+                    self._finish_call(job)
+            raise
+        seconds = time.perf_counter() - start
+        with self._cond:
+            self._inline = None
+            if caller.abandoned:
+                self._ignore_late(job)
+                return
+            self.pace.record(job.handler.name, seconds)
+        self._attempted(job, outcome)
+
+    def _call(self, job: Job) -> Sequence[Any] | HandlerFailure:
+        """One call of ``job``'s sync handler, in its span (see
+        :func:`~decider.processors.engine.telemetry.call_handler`)."""
+        return telemetry.call_handler(  # the handler's span, latency and retry count
+            self.name,
+            job.handler.type_name,
+            job.command_id,
+            job.attempts,
+            functools.partial(invoke, job.handler, job.command, job.command_id),
+            job.trace,
+        )
+
+    def _ignore_late(self, job: Job) -> None:
+        """A timed-out call returned (the lock held): the watchdog concluded its attempt."""
+        self.log.warning(
+            "%s: a timed-out call of %s returned; its answer is ignored",
+            self.name,
+            job.handler.name,
+        )
 
     def _start_async(self, job: Job) -> None:
         assert self._loop is not None
@@ -419,15 +519,17 @@ class CommandPool:
             queue.popleft()
             if queue:
                 self._ready.append(job.key)
+                self._cond.notify()
             else:
                 del self._queues[job.key]
-            self._cond.notify()
 
     def _finish_call(self, job: Job) -> None:
-        """A call is over (the lock held): free its slot."""
+        """A call is over (the lock held): free its slot (and wake a worker if a job waits
+        for one: an idle worker woken for nothing costs a futex and a GIL hand-off)."""
         self._running[job.handler.name] -= 1
         self._in_flight -= 1
-        self._cond.notify()  # a slot is free
+        if self._ready:
+            self._cond.notify()  # a slot is free
         self._calls_cond.notify_all()
 
     # -- the timekeeper (back-off, on the service clock) --------------------------------------
@@ -465,6 +567,7 @@ class CommandPool:
                     self._workers.remove(worker)
                     self.timeouts += 1
                     expired.append(job)
+                    self.pace.record(job.handler.name, float("inf"))
                     if self._abandoned <= self.max_abandoned:
                         self._add_worker()
                     else:
@@ -475,12 +578,31 @@ class CommandPool:
                             self._abandoned,
                             len(self._workers),
                         )
+                inline = self._inline
+                if (
+                    inline is not None
+                    and not inline.abandoned
+                    and inline.deadline is not None
+                    and inline.deadline <= now
+                ):
+                    # The submitting thread stays in the call until it returns; the attempt
+                    # is over now (retried on a worker, or parked).
+                    assert inline.job is not None
+                    inline.abandoned = True
+                    self.timeouts += 1
+                    expired.append(inline.job)
+                    self.pace.record(inline.job.handler.name, float("inf"))
                 # Sleep until the earliest deadline of a call in flight; a call with an
-                # earlier one wakes the watchdog (see _work).
-                deadlines = [w.deadline for w in self._workers if w.deadline is not None]
-                self._watch_until = min(deadlines, default=float("inf"))
+                # earlier one wakes the watchdog (see _work and _start_inline).
+                callers = [*self._workers, *([inline] if inline is not None else [])]
+                deadlines = [
+                    w.deadline for w in callers if w.deadline is not None and not w.abandoned
+                ]
+                # With no call pending, it wakes again within the shortest timeout seen: a
+                # call started meanwhile cannot be due sooner, so it need not wake it.
+                self._watch_until = min(deadlines, default=now + self._shortest_timeout)
                 if not expired:
-                    wait = None if not deadlines else self._watch_until - now
-                    self._watch_cond.wait(wait)
+                    wait = self._watch_until - now
+                    self._watch_cond.wait(None if wait == float("inf") else wait)
             for job in expired:
                 self._attempted(job, failures.handler_timed_out(job.handler.timeout))

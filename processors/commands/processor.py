@@ -4,7 +4,9 @@ It follows the ``Sent:``, ``Published:`` and ``Replied:`` events of the app's in
 
 - ``Sent`` of a type with a handler: the command goes to the app's pool of workers
   (:mod:`decider.processors.commands.pool`): commands of one instance are carried out in the order
-  they were sent, commands of different instances side by side. The handler runs with the command id
+  they were sent, commands of different instances side by side; a quick sync handler's call runs
+  on this processor's own thread, with no hand-off (:mod:`decider.processors.commands.pace`),
+  while slow and ``async def`` ones run beside others. The handler runs with the command id
   as idempotency key; its result messages go to ``<handler name>-<command id>`` (expected
   ``NO_STREAM``, ids derived from the command id), so carrying a command out twice writes its
   results once. Failures are retried per the handler's
@@ -51,6 +53,7 @@ from decider.codec import Kind, describe, parse_type
 from decider.processors.app import decoding, streams
 from decider.processors.app.definition import HandlerRegistration
 from decider.processors.app.messages import RETRIED
+from decider.processors.commands import pace
 from decider.processors.commands.handlers import AttemptFailed, GaveUp
 from decider.processors.commands.parking import Parking
 from decider.processors.commands.pool import CommandPool, Conclusion, HandlerLoad, Job
@@ -80,6 +83,16 @@ MOVE_GRACE = 1.0
 """In a group, when the partitions held change: how long the calls in hand get to conclude (and
 be committed, for the partitions still held) before the processor resubscribes."""
 
+INLINE_BATCH = 16
+"""The largest batch whose quick handlers' calls run on this processor's thread. In a larger
+one (a burst, a catch-up) they go to the workers, which carry them out while this thread
+dispatches the rest and commits: on a store whose commit waits for the disk, that overlap is
+worth more than the hand-off (SQLite catch-up, traffic-fine sample: about 13% more workflows/s
+than with every quick call inline, the same CPU); in a small one (light or live traffic) the
+hand-off is the cost (one workflow at a time, the process's CPU per workflow and the median
+latency: memory 743 against 869 us and 0.75 against 0.91 ms; SQLite 3.8 against 4.2 ms and
+4.5 against 4.8 ms)."""
+
 _SUBMITTED = object()
 
 
@@ -106,13 +119,18 @@ class CommandProcessor(Processor):
         self.ledger = self.parking.ledger
         self.filter = decoding.command_filter(app.workflows, self.ledger, RETRIED)
         self.replay = ReplayGuard(context.store, self.ledger, transactional=self._transactional)
-        self.pool = CommandPool(self.name, app.pool_size, context.clock, context.logger)
+        self.pool = CommandPool(
+            self.name, app.pool_size, context.clock, context.logger, quick=pace.QUICK
+        )
         self.marks = Lanes(self.wake)
         self.max_open = max(256, 8 * app.pool_size)
         """How many commands may be in hand before the processor stops reading ahead."""
         self.stop_grace = STOP_GRACE
         self.carried_out = 0
         self.parked_by_handler: collections.Counter[str] = collections.Counter()
+        self.inline_now = True
+        """Whether a quick handler's command may run on this thread now (the batch in hand is
+        small: :data:`INLINE_BATCH`)."""
         self._concluded_marks: dict[int, int | None] = {}
         self._read: int | None = None
         """The position of the last input this subscription life dispatched or passed over."""
@@ -266,8 +284,9 @@ class CommandProcessor(Processor):
 
     def dispatch(self, batch: Sequence[RecordedEvent]) -> None:
         """Give each input an entry and start it: copies and parks conclude at once, handled
-        commands go to the pool. Waits (committing what concluded) while too many are in
-        hand."""
+        commands go to the pool (a quick handler's run here, in a small batch). Waits
+        (committing what concluded) while too many are in hand."""
+        self.inline_now = len(batch) <= INLINE_BATCH
         for event in batch:
             while self.marks.open >= self.max_open and not self.context.stop.is_set():
                 self.marks.wait(BACK_PRESSURE_WAIT)  # a conclusion (or a stop) wakes it
@@ -475,7 +494,8 @@ class CommandProcessor(Processor):
         def conclude(conclusion: Conclusion) -> None:
             self._job_concluded(entry, handler, event, metadata, round_key, conclusion)
 
-        self.pool.submit(self._job(entry, event.stream, handler, command, command_id, conclude))
+        job = self._job(entry, event.stream, handler, command, command_id, conclude)
+        self.pool.submit(job, inline=self.inline_now)
         return _SUBMITTED
 
     def _replayed_before(
@@ -508,7 +528,8 @@ class CommandProcessor(Processor):
         round_key: str,
         conclusion: Conclusion,
     ) -> None:
-        """On a pool thread: the command of ``entry`` concluded; its outcome awaits the
+        """On the thread its call ended on (a worker, the event loop, or this processor's own
+        for a quick handler): the command of ``entry`` concluded; its outcome awaits the
         commit."""
         assert isinstance(entry, Entry) and not isinstance(conclusion, AttemptFailed)
         self.marks.conclude(entry, self._concluded(handler, event, metadata, round_key, conclusion))

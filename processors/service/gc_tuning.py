@@ -1,4 +1,4 @@
-"""The cyclic garbage collector's settings for a service process (``decider run``).
+"""The cyclic garbage collector's settings for a service process (a ``Service``, ``decider run``).
 
 CPython collects its youngest generation every 700 net container allocations (its default
 ``gc.get_threshold()[0]``), and a full collection, which visits every tracked object of the
@@ -14,21 +14,24 @@ took 0.3 ms of CPU per workflow at N = 5,000 and 0.8 ms at N = 50,000 (about 270
 150 ms each, at a peak heap of 340,000 objects), the whole growth of the service's CPU per
 workflow (1.6 to 2.1 ms).
 
-:func:`tune` (applied by ``decider run`` once the app is loaded and the store opened, unless
-``--gc-young-threshold 0``):
+:func:`tune` (applied once per process by the first
+:class:`~decider.processors.service.service.Service` started, unless it was made with
+``gc_young_threshold=0``: ``decider run --gc-young-threshold 0``; the app is loaded and the
+store opened by then):
 
 - freezes the objects of start-up (modules, classes, the app) with :func:`gc.freeze`, so no
   collection visits them again;
 - collects the youngest generation every :data:`YOUNG_THRESHOLD` net allocations instead of 700,
   so a batch's objects die young and only what lives on (cached instances) is promoted.
 
-A :class:`~decider.processors.service.service.Service` started from your own code leaves the
-collector as it is (the process is yours): call :func:`tune` there if you want the same.
+The settings are the process's, so the first service that tunes them sets them
+(:func:`tune_once`); a later one, whatever its threshold, leaves them as they are.
 """
 
 from __future__ import annotations
 
 import gc
+import threading
 
 YOUNG_THRESHOLD = 100_000
 """Net container allocations between two collections of the youngest generation (CPython's
@@ -47,3 +50,21 @@ def tune(young_threshold: int = YOUNG_THRESHOLD) -> None:
     gc.freeze()
     _, middle, old = gc.get_threshold()
     gc.set_threshold(young_threshold, middle, old)
+
+
+_tuned: set[int] = set()
+"""The threshold this process was tuned with by :func:`tune_once` (empty: not yet)."""
+_tuning = threading.Lock()
+
+
+def tune_once(young_threshold: int = YOUNG_THRESHOLD) -> bool:
+    """:func:`tune` unless this process was tuned before by this function (0: leave the
+    collector as it is); whether it tuned it now. A service calls it as it starts."""
+    if young_threshold < 0:
+        raise ValueError(f"the young threshold must not be negative, got {young_threshold}")
+    with _tuning:
+        if _tuned or young_threshold == 0:
+            return False
+        tune(young_threshold)
+        _tuned.add(young_threshold)
+        return True

@@ -34,6 +34,7 @@ from decider.processors.commands.processor import CommandProcessor
 from decider.processors.engine.base import Context, Processor
 from decider.processors.engine.clock import Clock, Signal, SystemClock
 from decider.processors.group.membership import PartitionGroup
+from decider.processors.service import gc_tuning
 from decider.processors.service import metrics as service_metrics
 from decider.processors.timers.processor import TimerProcessor
 from decider.processors.workflows.cache import DEFAULT_CACHE_SIZE
@@ -64,6 +65,15 @@ class Service:
     ``decider.processors.engine.base``...), with context in ``extra`` fields (``processor``,
     ``stream``, ``position``, ``command_id``, ``event_type``). ``logger``, if given, takes
     every line of the service and its processors instead (the fields are still added).
+
+    The first service started in a process tunes Python's garbage collector for it
+    (:func:`~decider.processors.service.gc_tuning.tune_once`): the objects alive then are
+    frozen out of every later collection and the youngest generation is collected every
+    ``gc_young_threshold`` net allocations (default
+    :data:`~decider.processors.service.gc_tuning.YOUNG_THRESHOLD`, Python's is 700).
+    ``gc_young_threshold=0`` leaves the collector as it is. WARNING: the collector's settings
+    are the whole process's (they stay after the service stops), and garbage in reference
+    cycles lives longer (up to that many allocations).
     """
 
     def __init__(
@@ -77,6 +87,7 @@ class Service:
         logger: logging.Logger | None = None,
         group: PartitionGroup | None = None,
         consumer_group: str | None = None,
+        gc_young_threshold: int = gc_tuning.YOUNG_THRESHOLD,
     ) -> None:
         if not isinstance(store, CheckpointStore):
             raise TypeError(
@@ -85,6 +96,8 @@ class Service:
             )
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        if gc_young_threshold < 0:
+            raise ValueError(f"gc_young_threshold must be at least 0, got {gc_young_threshold}")
         if not app.workflows:
             raise ValueError(f"app {app.name!r} has no workflow to run")
         if consumer_group is not None:
@@ -103,6 +116,9 @@ class Service:
         self.consumer_group = consumer_group
         """The EventStoreDB/KurrentDB consumer group the command processor joins (``""``:
         the default name, the processor's; ``None``: a catch-up subscription, no group)."""
+        self.gc_young_threshold = gc_young_threshold
+        """The collector's young threshold this service sets as it starts, if it is the
+        process's first to (0: it leaves the collector alone)."""
         if group is not None:
             group.on_change(self._leases_changed)
         self.processors: list[Processor] = []
@@ -128,6 +144,8 @@ class Service:
                 raise RuntimeError("the service is already running")
             self._stop = Signal()
             self.failure = None
+            # Start-up is over (the app built, the store open): freeze its objects.
+            gc_tuning.tune_once(self.gc_young_threshold)
             context = Context(
                 app=self.app,
                 store=self.store,

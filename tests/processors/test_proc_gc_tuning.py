@@ -1,4 +1,4 @@
-"""The collector settings ``decider run`` applies (:mod:`~decider.processors.service.gc_tuning`)."""
+"""The collector settings a service applies (:mod:`~decider.processors.service.gc_tuning`)."""
 
 from __future__ import annotations
 

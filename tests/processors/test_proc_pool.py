@@ -35,11 +35,15 @@ from decider.processors import (
     FakeClock,
     RetryPolicy,
     Service,
+    SystemClock,
     by_correlation,
     list_parked,
     show,
     status,
 )
+from decider.processors.app.definition import HandlerRegistration
+from decider.processors.commands.pace import FIRST, WINDOW, Pace
+from decider.processors.commands.pool import CommandPool, Job
 from decider.processors.commands.processor import CommandProcessor
 from decider.processors.operate.handler_status import HandlerStatus, handler_lines, handler_status
 from decider.stores.memory import MemoryEventStore
@@ -125,9 +129,12 @@ class Recorder:
     running: int = 0
     most: int = 0
     release: threading.Event = attrs.Factory(threading.Event)
+    threads: dict[str, list[str]] = attrs.Factory(lambda: collections.defaultdict(list))
+    """The threads each instance's calls ran on, in order."""
 
     def enter(self, step: Step | AsyncStep) -> None:
         with self.lock:
+            self.threads[step.plan_id].append(threading.current_thread().name)
             self.started.append((step.plan_id, step.index))
             self.calls[step.plan_id, step.index] += 1
             self.active[step.plan_id] += 1
@@ -305,6 +312,97 @@ def test_an_async_handler_times_out_and_fails_like_a_sync_one(tmp_path: Path) ->
     assert reasons == ["RuntimeError('async step 0 fails')", "timed out after 0.1s"]
     assert recorder.calls["a", 0] == recorder.calls["b", 0] == 2
     store.close()
+
+
+# -- quick handlers inline -----------------------------------------------------------------
+
+
+def _rounds(service: Service, app: App, store: EventStore, action: str, rounds: int) -> None:
+    """Publish ``rounds`` rounds of 10 one-step plans (``action``), each once the last is done."""
+    for r in range(rounds):
+        for i in range(10):
+            app.publish(store, Plan(plan_id=f"{action}-{r}-{i}", steps=(action,)), "plans")
+        count = 10 * (r + 1)
+        assert service.wait_until(lambda: all_done(store, app, count), 30)  # noqa: B023
+
+
+def test_a_quick_handler_runs_on_the_processors_thread_a_slow_one_on_the_workers() -> None:
+    quick_store, slow_store = MemoryEventStore(), MemoryEventStore()
+    quick_app, quick = plan_app("inline-quick", pool_size=4)
+    slow_app, slow = plan_app("inline-slow", pool_size=4)
+    with Service(quick_app, quick_store) as service:
+        processor_thread = f"decider:{commands(service).name}"
+        _rounds(service, quick_app, quick_store, "ok", 2)
+    with Service(slow_app, slow_store) as service:
+        _rounds(service, slow_app, slow_store, "sleep:0.003", 2)
+    # Once its first calls (on the workers) showed it quick: no hand-off.
+    assert [quick.threads[f"ok-1-{i}"] for i in range(10)] == [[processor_thread]] * 10
+    # A call of 3 ms is slow: every one on a worker, side by side with others.
+    assert all(names == ["decider inline-slow.commands worker"] for names in slow.threads.values())
+    assert len(slow.threads) == 20
+
+
+def test_a_quick_handler_that_hangs_inline_times_out_and_is_retried_on_a_worker() -> None:
+    store = MemoryEventStore()
+    app, recorder = plan_app("inline-hang", pool_size=4, retry=FAST, timeout=0.3)
+    with Service(app, store) as service:
+        processor_thread = f"decider:{commands(service).name}"
+        _rounds(service, app, store, "ok", 2)
+        app.publish(store, Plan(plan_id="stuck", steps=("hang",)), "plans")
+        # Both attempts time out: the first held the processor's thread, the retry a worker.
+        assert service.wait_until(lambda: commands(service).pool.timeouts == 2, 30)
+        assert recorder.threads["stuck"] == [
+            processor_thread,
+            "decider inline-hang.commands worker",
+        ]
+        recorder.release.set()  # the calls return; their answers are ignored
+        assert service.wait_until(lambda: all_done(store, app, 21), 30)
+    (parked,) = list_parked(store, app)
+    assert "timed out" in parked.reason
+
+
+def test_the_pool_runs_a_quick_call_inline_only_where_the_submitter_allows_it() -> None:
+    threads: list[str] = []
+    done = threading.Semaphore(0)
+
+    def quick(command: object, command_id: str) -> list[object]:
+        threads.append(threading.current_thread().name)
+        return []
+
+    handler = HandlerRegistration("t.Quick", "quick", quick, RetryPolicy())
+    pool = CommandPool("inline-pool", 2, SystemClock(), None, quick=0.001)
+    pool.start(needs_loop=False)
+    try:
+        for i, inline in enumerate([True] * (FIRST + 1) + [False, True]):
+            job = Job(f"k{i}", handler, None, f"c{i}", lambda _: done.release())
+            pool.submit(job, inline=inline)
+            assert done.acquire(timeout=10)
+    finally:
+        pool.close()
+    here, worker = threading.current_thread().name, "decider inline-pool worker"
+    # The first calls on the workers; then inline; a burst (inline=False) on the workers.
+    assert threads == [worker] * FIRST + [here, worker, here]
+    assert pool.inline_calls == 2
+
+
+def test_the_pace_tolerates_one_slow_call_in_its_window() -> None:
+    pace = Pace(0.001)
+    for _ in range(FIRST - 1):
+        pace.record("h", 0.0001)
+    assert not pace.inline("h")  # not yet seen enough calls
+    pace.record("h", 0.0001)
+    assert pace.inline("h")
+    pace.record("h", 0.005)  # one slow call (a GIL switch in the middle of it)
+    assert pace.inline("h")
+    pace.record("h", 0.005)  # a second one in the window: back to the workers
+    assert not pace.inline("h")
+    for _ in range(WINDOW - 2):
+        pace.record("h", 0.0001)
+    assert not pace.inline("h")  # both slow calls still in the window
+    pace.record("h", 0.0001)
+    assert pace.inline("h")  # the first slid out
+    assert not Pace(0).inline("h")
+    assert not pace.inline("never called")
 
 
 # -- async and sync -----------------------------------------------------------------------
