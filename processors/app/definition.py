@@ -109,6 +109,9 @@ class HandlerRegistration:
     """At most this many calls per second (``None``: no limit)."""
     is_async: bool = False
     """Whether ``func`` is an ``async def`` (awaited on the service's event loop)."""
+    inline: bool = False
+    """Whether its calls may run on the command processor's own thread while they are quick
+    (no thread hand-off); see :meth:`AppDefinition.add_handler`."""
 
 
 class AppDefinition:
@@ -210,6 +213,7 @@ class AppDefinition:
         timeout: float | None = DEFAULT_TIMEOUT,
         concurrency: int | None = None,
         rate: float | None = None,
+        inline: bool = False,
     ) -> Callable[[Handler], Handler]:
         """Decorator: the handler of every ``Send`` of ``message_type`` (see
         :meth:`add_handler` for the options)."""
@@ -223,6 +227,7 @@ class AppDefinition:
                 timeout=timeout,
                 concurrency=concurrency,
                 rate=rate,
+                inline=inline,
             )
             return func
 
@@ -238,14 +243,22 @@ class AppDefinition:
         timeout: float | None = DEFAULT_TIMEOUT,
         concurrency: int | None = None,
         rate: float | None = None,
+        inline: bool = False,
     ) -> None:
         """Register ``func`` (a function or an ``async def``) as the handler of
         ``message_type``.
 
         ``timeout``: seconds one call may take before it counts as a failed attempt
         (``None``: no limit); ``concurrency``: at most that many calls at once; ``rate``: at
-        most that many calls per second. Commands of one workflow instance are carried out in
-        the order they were sent, whatever the options.
+        most that many calls per second; ``inline``: a synchronous handler that never blocks
+        (no network, no lock held by others) may run on the command processor's own thread
+        while its recent calls are quick, saving the hand-off to a worker and back (it goes
+        back to the workers as soon as its calls are slow). Commands of one workflow instance
+        are carried out in the order they were sent, whatever the options.
+
+        WARNING: an ``inline`` handler that hangs holds the command processor's thread until
+        it returns (its timeout retries the command on a worker, but cannot stop the call):
+        leave ``inline`` off for any handler that waits on something outside the process.
         """
         if timeout is not None and not timeout > 0:
             raise AppDefinitionError(f"timeout must be a positive number of seconds, got {timeout}")
@@ -278,6 +291,7 @@ class AppDefinition:
             concurrency=concurrency,
             rate=rate,
             is_async=inspect.iscoroutinefunction(func),
+            inline=inline,
         )
 
     def route(self, message_type: type[Any], *, stream: str) -> None:

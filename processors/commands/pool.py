@@ -7,7 +7,8 @@ service's event loop, :mod:`decider.processors.commands.event_loop`). A failed a
 after the handler's back-off, waited on the service clock by one timekeeper thread: the command
 holds only its own key's later commands, never a worker.
 
-A pool made with ``quick`` runs a quick sync handler's call on the thread that submits it (the
+A pool made with ``quick`` runs a quick sync handler's call, if the handler was registered
+``inline=True``, on the thread that submits it (the
 command processor's), with no hand-off to a worker and back, when the submitter allows it (a
 small batch), nothing of its key is in hand and a slot is free: which handlers are quick is
 :mod:`decider.processors.commands.pace`'s to say (their recent calls, timed wherever they
@@ -366,6 +367,7 @@ class CommandPool:
         handler = job.handler
         if (
             handler.is_async
+            or not handler.inline
             or self._paused
             or self._closed
             or self._inline is not None

@@ -72,9 +72,12 @@ def make_app(name: str = "traffic-fines", retry: RetryPolicy | None = None) -> A
             TrafficFineManualIdentificationCodeGenerated: by_correlation,
         },
     )
-    app.add_handler(GenerateTrafficFineSystemNumber, generate_system_number)
+    # Both handlers compute their answer from the command id: quick, and they never block.
+    app.add_handler(GenerateTrafficFineSystemNumber, generate_system_number, inline=True)
     app.add_handler(
-        GenerateTrafficFineManualIdentificationCode, generate_manual_identification_code
+        GenerateTrafficFineManualIdentificationCode,
+        generate_manual_identification_code,
+        inline=True,
     )
     app.route(IssueTrafficFine, stream=ISSUED_STREAM)
     return app
@@ -93,9 +96,12 @@ def make_state_stored_app(name: str = "traffic-fines-state") -> App:
         },
         stored="state",
     )
-    app.add_handler(GenerateTrafficFineSystemNumber, generate_system_number)
+    # Both handlers compute their answer from the command id: quick, and they never block.
+    app.add_handler(GenerateTrafficFineSystemNumber, generate_system_number, inline=True)
     app.add_handler(
-        GenerateTrafficFineManualIdentificationCode, generate_manual_identification_code
+        GenerateTrafficFineManualIdentificationCode,
+        generate_manual_identification_code,
+        inline=True,
     )
     app.route(IssueTrafficFine, stream=ISSUED_STREAM)
     return app

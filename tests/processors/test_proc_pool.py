@@ -328,15 +328,21 @@ def _rounds(service: Service, app: App, store: EventStore, action: str, rounds: 
 
 def test_a_quick_handler_runs_on_the_processors_thread_a_slow_one_on_the_workers() -> None:
     quick_store, slow_store = MemoryEventStore(), MemoryEventStore()
-    quick_app, quick = plan_app("inline-quick", pool_size=4)
-    slow_app, slow = plan_app("inline-slow", pool_size=4)
+    quick_app, quick = plan_app("inline-quick", pool_size=4, inline=True)
+    slow_app, slow = plan_app("inline-slow", pool_size=4, inline=True)
+    plain_store = MemoryEventStore()
+    plain_app, plain = plan_app("inline-off", pool_size=4)
     with Service(quick_app, quick_store) as service:
         processor_thread = f"decider:{commands(service).name}"
         _rounds(service, quick_app, quick_store, "ok", 2)
     with Service(slow_app, slow_store) as service:
         _rounds(service, slow_app, slow_store, "sleep:0.003", 2)
+    with Service(plain_app, plain_store) as service:
+        _rounds(service, plain_app, plain_store, "ok", 2)
     # Once its first calls (on the workers) showed it quick: no hand-off.
     assert [quick.threads[f"ok-1-{i}"] for i in range(10)] == [[processor_thread]] * 10
+    # A handler not registered inline=True always runs on the workers, however quick.
+    assert all(names == ["decider inline-off.commands worker"] for names in plain.threads.values())
     # A call of 3 ms is slow: every one on a worker, side by side with others.
     assert all(names == ["decider inline-slow.commands worker"] for names in slow.threads.values())
     assert len(slow.threads) == 20
@@ -344,7 +350,7 @@ def test_a_quick_handler_runs_on_the_processors_thread_a_slow_one_on_the_workers
 
 def test_a_quick_handler_that_hangs_inline_times_out_and_is_retried_on_a_worker() -> None:
     store = MemoryEventStore()
-    app, recorder = plan_app("inline-hang", pool_size=4, retry=FAST, timeout=0.3)
+    app, recorder = plan_app("inline-hang", pool_size=4, retry=FAST, timeout=0.3, inline=True)
     with Service(app, store) as service:
         processor_thread = f"decider:{commands(service).name}"
         _rounds(service, app, store, "ok", 2)
@@ -369,7 +375,7 @@ def test_the_pool_runs_a_quick_call_inline_only_where_the_submitter_allows_it() 
         threads.append(threading.current_thread().name)
         return []
 
-    handler = HandlerRegistration("t.Quick", "quick", quick, RetryPolicy())
+    handler = HandlerRegistration("t.Quick", "quick", quick, RetryPolicy(), inline=True)
     pool = CommandPool("inline-pool", 2, SystemClock(), None, quick=0.001)
     pool.start(needs_loop=False)
     try:
