@@ -61,11 +61,12 @@ class LogNotifier:
     commit of checkpoints, leases or another processor's events costs the others nothing. A
     notification that cannot say what was written (another process's commit) wakes every
     subscription. A subscription marked while it reads reads again, so no wake-up is lost
-    between its read and its wait.
+    between its read and its wait. Each subscription waits on a bell of its own, so a commit
+    wakes the threads it concerns and no other.
     """
 
     def __init__(self) -> None:
-        self._condition = threading.Condition()
+        self._condition = threading.Lock()
         self._closed = False
         self._subscriptions: weakref.WeakSet[CatchUpSubscription] = weakref.WeakSet()
 
@@ -93,13 +94,9 @@ class LogNotifier:
         if written is not None and len(written) > _MATCHED_AT_MOST:
             written = None
         with self._condition:
-            waiting = False
             for subscription in self._subscriptions:
                 if not subscription.dirty and subscription.wants(written):
-                    subscription.dirty = True
-                    waiting = waiting or subscription.waiting
-            if waiting:
-                self._condition.notify_all()
+                    subscription.mark()
 
     def notify_rows(self, rows: Sequence[tuple[int, str, str]]) -> None:
         """Tell the subscriptions that the log holds ``rows`` (each event's position, stream
@@ -107,30 +104,17 @@ class LogNotifier:
         passes look again. For a store that learns of other processes' commits by looking
         (one look serves every subscription, and none reads again what it has read)."""
         with self._condition:
-            waiting = False
             for subscription in self._subscriptions:
                 if not subscription.dirty and subscription.behind(rows):
-                    subscription.dirty = True
-                    waiting = waiting or subscription.waiting
-            if waiting:
-                self._condition.notify_all()
+                    subscription.mark()
 
     def close(self) -> None:
         """Wake every waiting subscription for good: the store is closing."""
         with self._condition:
             self._closed = True
-            self._condition.notify_all()
-
-    def wake(self) -> None:
-        """Wake every waiter without a change, so each can re-check its own state (stop)."""
-        with self._condition:
-            self._condition.notify_all()
-
-    def wait(self, timeout: float, ready: Callable[[], bool]) -> bool:
-        """Block until ``ready()`` holds, the notifier closes, or ``timeout`` seconds pass;
-        whether it ended before the timeout."""
-        with self._condition:
-            return self._condition.wait_for(lambda: ready() or self._closed, timeout)
+            subscriptions = list(self._subscriptions)
+        for subscription in subscriptions:
+            subscription.ring()
 
 
 class CatchUpSubscription:
@@ -175,8 +159,8 @@ class CatchUpSubscription:
         self._caught_up = False
         self._stopped = False
         self._woken = False
-        self.waiting = False
-        """Whether :meth:`poll` is blocked on the notifier (read by it)."""
+        self._bell = threading.Event()
+        """Rung by the notifier, :meth:`wake` and :meth:`stop`; :meth:`poll` waits on it."""
         self.dirty = True
         """Whether the log may hold something new for this subscription (set by the
         notifier, cleared before each read)."""
@@ -191,6 +175,16 @@ class CatchUpSubscription:
             and (pattern is None or pattern.matches(stream, event_type))
             for at, stream, event_type in rows
         )
+
+    def mark(self) -> None:
+        """The log may hold something new for this subscription: read it again (the
+        notifier's call)."""
+        self.dirty = True
+        self._bell.set()
+
+    def ring(self) -> None:
+        """Wake a blocked :meth:`poll` to look at its state (the store closed)."""
+        self._bell.set()
 
     def wants(self, written: Written | None) -> bool:
         """Whether an event of ``written`` (``None``: unknown) may pass this subscription's
@@ -212,7 +206,7 @@ class CatchUpSubscription:
         """End the subscription; a blocked :meth:`poll` or iteration returns promptly."""
         self._stopped = True
         self._notifier.detach(self)
-        self._notifier.wake()
+        self._bell.set()
 
     def wake(self) -> None:
         """Make the current (or, if none is waiting, the next) wait of :meth:`poll` return
@@ -220,8 +214,7 @@ class CatchUpSubscription:
         became ready (safe from any thread; a wake that finds items buffered waits for them to
         be taken)."""
         self._woken = True
-        if self.waiting:
-            self._notifier.wake()
+        self._bell.set()
 
     def __enter__(self) -> CatchUpSubscription:
         return self
@@ -260,17 +253,17 @@ class CatchUpSubscription:
                 if remaining <= 0:
                     return None
                 wait = min(wait, remaining)
-            self.waiting = True
-            try:
-                told = self._notifier.wait(wait, self._ready)
-            finally:
-                self.waiting = False
+            # Clear, then look once more: a bell rung after the look is kept for the wait.
+            self._bell.clear()
+            if self._ready():
+                continue
+            told = self._bell.wait(wait)
             if not told and self._probe_interval is not None and wait >= self._probe_interval:
                 self.dirty = True  # the probe: another process may have appended
         return None
 
     def _ready(self) -> bool:
-        return self.dirty or self._stopped or self._woken
+        return self.dirty or self._stopped or self._woken or self._notifier.closed
 
     def _fetch(self) -> None:
         """Read the next page if the log grew past our position; queue CaughtUp when at the head."""
