@@ -2,8 +2,9 @@
 
 A lone workflow waits only for its commits: nothing on its path lingers for a batch to fill or
 polls on a timer. This figure measures that path, on memory, SQLite and PostgreSQL, with the
-service in the benchmark's own process and (SQLite, PostgreSQL) in a separate
-``decider run`` process:
+service in the measuring process and (SQLite, PostgreSQL) in a separate ``decider run``
+process; each store and place is measured in a fresh Python process of its own (as the
+end-to-end runs are), so what earlier benchmarks left in the heap does not count:
 
 - **workflow**: publish one police report of the traffic-fine sample, wait for its fine (the
   command processor's last effect, seen through a subscription of the publishing process),
@@ -21,7 +22,9 @@ bounds (median <= 5 ms, p99 <= 20 ms on SQLite with the service in another proce
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import json
 import os
 import signal
 import statistics
@@ -212,6 +215,47 @@ def run_once(
     }
 
 
+def run_in_child(
+    kind: str, place: str, count: int, timeout: float, pg_uri: str | None
+) -> dict[str, Any]:
+    """:func:`run_once` in a fresh Python process (``python -m benchmarks.alone``), as the
+    end-to-end runs are: its heap, collector and caches are the run's own, not what the
+    benchmarks before it left in this process."""
+    command = [sys.executable, "-m", "benchmarks.alone", "--store", kind, "--place", place]
+    command += ["--count", str(count), "--timeout", str(timeout)]
+    if pg_uri is not None:
+        command += ["--uri", pg_uri]
+    done = subprocess.run(
+        command,
+        check=False,
+        cwd=_ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout * 4,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"one-at-a-time run {kind}/{place} failed: {done.stderr[-2000:]}")
+    run: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    run["workflow"] = Latencies(tuple(run["workflow_seconds"]))
+    run["request"] = Latencies(tuple(run["request_seconds"]))
+    return run
+
+
+def _child_main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.alone")
+    parser.add_argument("--store", choices=STORES, required=True)
+    parser.add_argument("--place", choices=PLACES, required=True)
+    parser.add_argument("--count", type=int, required=True)
+    parser.add_argument("--timeout", type=float, default=60.0)
+    parser.add_argument("--uri", default=None)
+    args = parser.parse_args(argv)
+    run = run_once(args.store, args.place, args.count, args.timeout, args.uri)
+    del run["workflow"], run["request"]
+    print(json.dumps(run), flush=True)
+    return 0
+
+
 def _figures(run: dict[str, Any], raw: float | None, raw_pg: float | None) -> list[Result]:
     kind, place = run["store"], run["place"]
     workflows: Latencies = run["workflow"]
@@ -296,5 +340,10 @@ def measure(
             if kind == "memory" and place != "in process":
                 continue  # a memory store cannot be shared with another process
             progress(f"  one at a time: {kind}, {place}")
-            results += _figures(run_once(kind, place, count, timeout, pg_uri), rate, rate_pg)
+            run = run_in_child(kind, place, count, timeout, pg_uri)
+            results += _figures(run, rate, rate_pg)
     return results
+
+
+if __name__ == "__main__":
+    sys.exit(_child_main())
