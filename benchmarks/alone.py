@@ -25,12 +25,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -38,7 +36,7 @@ from typing import Any
 
 import attrs
 
-from benchmarks import pg
+from benchmarks.fresh import child_env, fresh_store
 from benchmarks.harness import Figure, Result, Target
 from decider.processors import App, Service
 from decider.stores import CaughtUp, EventStore, Filter
@@ -78,14 +76,6 @@ class Latencies:
         return len(self.seconds) / sum(self.seconds)
 
 
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_ROOT), env.get("PYTHONPATH", "")) if p)
-    env.pop("DECIDER_STORE", None)
-    env.pop("DECIDER_APP", None)
-    return env
-
-
 @contextlib.contextmanager
 def _store(kind: str, pg_uri: str | None) -> Iterator[tuple[EventStore, str | None]]:
     """A fresh store of ``kind`` and the URI another process opens it by (memory: none)."""
@@ -94,27 +84,8 @@ def _store(kind: str, pg_uri: str | None) -> Iterator[tuple[EventStore, str | No
 
         yield MemoryEventStore(), None
         return
-    if kind == "sqlite":
-        from decider.stores.sqlite import SqliteEventStore
-
-        with tempfile.TemporaryDirectory(prefix="decider-alone-") as directory:
-            path = Path(directory) / "events.db"
-            store: EventStore = SqliteEventStore(path, synchronous="FULL")
-            try:
-                yield store, f"sqlite:///{path}"
-            finally:
-                store.close()
-        return
-    from decider.stores.postgres import PostgresEventStore
-
-    if pg_uri is None:
-        raise ValueError("a PostgreSQL run needs the server's uri")
-    with pg.fresh_schema(pg_uri) as schema:
-        store = PostgresEventStore(pg_uri, schema=schema)
-        try:
-            yield store, f"{pg_uri}{'&' if '?' in pg_uri else '?'}schema={schema}"
-        finally:
-            store.close()
+    with fresh_store(kind, pg_uri) as opened:
+        yield opened
 
 
 @contextlib.contextmanager
@@ -132,7 +103,7 @@ def _service(app: App, spec: str, store: EventStore, uri: str | None, place: str
     assert uri is not None
     command = [sys.executable, "-m", "decider.processors.cli", "run", spec, "--store", uri]
     command += ["--progress-interval", "0", "--log-level", "WARNING"]
-    process = subprocess.Popen(command, cwd=_ROOT, env=_env())
+    process = subprocess.Popen(command, cwd=_ROOT, env=child_env())
     try:
         yield
     finally:
@@ -229,7 +200,7 @@ def run_in_child(
         command,
         check=False,
         cwd=_ROOT,
-        env=_env(),
+        env=child_env(),
         capture_output=True,
         text=True,
         timeout=timeout * 4,

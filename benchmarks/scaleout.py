@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import pg
+from benchmarks.fresh import child_env, fresh_store
 from benchmarks.harness import Figure, Pending, Result, Target, format_table
 from decider.processors.app.streams import workflow_processor_name
 from decider.processors.group.partitions import checkpoint_name, lease_name
@@ -77,14 +78,6 @@ class RunFailed(RuntimeError):
     """A scale-out run did not start, timed out, or did not issue every fine exactly once."""
 
 
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_ROOT), env.get("PYTHONPATH", "")) if p)
-    env.pop("DECIDER_STORE", None)
-    env.pop("DECIDER_APP", None)
-    return env
-
-
 @contextlib.contextmanager
 def _store(kind: str, pg_uri: str | None) -> Iterator[tuple[EventStore, str]]:
     """A fresh store of ``kind`` and the URI the service processes open it by."""
@@ -92,27 +85,8 @@ def _store(kind: str, pg_uri: str | None) -> Iterator[tuple[EventStore, str]]:
         with _esdb_store() as opened:
             yield opened
         return
-    if kind == "sqlite":
-        from decider.stores.sqlite import SqliteEventStore
-
-        with tempfile.TemporaryDirectory(prefix="decider-scaleout-") as directory:
-            path = Path(directory) / "events.db"
-            store: EventStore = SqliteEventStore(path)
-            try:
-                yield store, f"sqlite:///{path}"
-            finally:
-                store.close()
-        return
-    from decider.stores.postgres import PostgresEventStore
-
-    if pg_uri is None:
-        raise ValueError("a PostgreSQL run needs the server's uri")
-    with pg.fresh_schema(pg_uri) as schema:
-        store = PostgresEventStore(pg_uri, schema=schema)
-        try:
-            yield store, f"{pg_uri}{'&' if '?' in pg_uri else '?'}schema={schema}"
-        finally:
-            store.close()
+    with fresh_store(kind, pg_uri) as opened:
+        yield opened
 
 
 @contextlib.contextmanager
@@ -151,7 +125,7 @@ class _Services:
         command += ["--progress-interval", "0", "--log-level", "WARNING"]
         with (self.log_dir / f"service{number}.log").open("ab") as log:
             process = subprocess.Popen(
-                command, stdout=log, stderr=subprocess.STDOUT, cwd=_ROOT, env=_env()
+                command, stdout=log, stderr=subprocess.STDOUT, cwd=_ROOT, env=child_env()
             )
         self.processes.append(process)
         return process
@@ -221,7 +195,7 @@ def _balanced(store: EventStore, count: int) -> bool:
 
 def _publisher(uri: str, n: int) -> subprocess.Popen[bytes]:
     command = [sys.executable, "-m", "benchmarks.scaleout", "--uri", uri, "--n", str(n)]
-    return subprocess.Popen(command, cwd=_ROOT, env=_env())
+    return subprocess.Popen(command, cwd=_ROOT, env=child_env())
 
 
 def publish(uri: str, n: int) -> None:
