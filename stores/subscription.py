@@ -2,12 +2,13 @@
 
 A store hands :class:`CatchUpSubscription` three things: a function that reads a page of the
 global log after a position (already filtered), a function that returns the log's head (its last
-position), and a :class:`LogNotifier` that the store pokes after every commit. The subscription
-reads history page by page, yields one :class:`~decider.stores.protocol.CaughtUp`, then waits on the
-notifier for live events. It never polls in a busy loop: an idle subscription sleeps on a
-``threading.Condition``. Stores whose log can also grow from another process (SQLite on a shared
-file) pass ``probe_interval``: the waiting subscription then checks the head every so often, a
-query that costs microseconds.
+position), and a :class:`LogNotifier` that the store tells after every commit what it wrote. The
+subscription reads history page by page, yields one :class:`~decider.stores.protocol.CaughtUp`,
+then waits for live events. It never polls in a busy loop: an idle subscription sleeps on a bell
+of its own (a ``threading.Event``) that the notifier rings only for commits its filter passes.
+Stores whose log can also grow from another process (SQLite on a shared file) pass
+``probe_interval``: the waiting subscription then checks the head every so often, a query that
+costs microseconds, as a backstop to the store's own cross-process wake-up.
 
 No background thread is involved: the consumer's own :meth:`~CatchUpSubscription.poll` (or
 iteration) does the reading, so a subscription that nobody polls costs nothing.
@@ -66,7 +67,7 @@ class LogNotifier:
     """
 
     def __init__(self) -> None:
-        self._condition = threading.Lock()
+        self._lock = threading.Lock()
         self._closed = False
         self._subscriptions: weakref.WeakSet[CatchUpSubscription] = weakref.WeakSet()
 
@@ -77,12 +78,12 @@ class LogNotifier:
 
     def attach(self, subscription: CatchUpSubscription) -> None:
         """Notify ``subscription`` from now on (until it stops, or is collected)."""
-        with self._condition:
+        with self._lock:
             self._subscriptions.add(subscription)
 
     def detach(self, subscription: CatchUpSubscription) -> None:
         """Notify ``subscription`` no more."""
-        with self._condition:
+        with self._lock:
             self._subscriptions.discard(subscription)
 
     def notify(self, written: Written | None = None) -> None:
@@ -93,7 +94,7 @@ class LogNotifier:
             return
         if written is not None and len(written) > _MATCHED_AT_MOST:
             written = None
-        with self._condition:
+        with self._lock:
             for subscription in self._subscriptions:
                 if not subscription.dirty and subscription.wants(written):
                     subscription.mark()
@@ -103,14 +104,14 @@ class LogNotifier:
         and type), written by some process: those that have not read past a row their filter
         passes look again. For a store that learns of other processes' commits by looking
         (one look serves every subscription, and none reads again what it has read)."""
-        with self._condition:
+        with self._lock:
             for subscription in self._subscriptions:
                 if not subscription.dirty and subscription.behind(rows):
                     subscription.mark()
 
     def close(self) -> None:
         """Wake every waiting subscription for good: the store is closing."""
-        with self._condition:
+        with self._lock:
             self._closed = True
             subscriptions = list(self._subscriptions)
         for subscription in subscriptions:
@@ -127,8 +128,7 @@ class CatchUpSubscription:
     consumes a subscription (polls or iterates it); any thread may stop it.
 
     ``probe_interval`` (seconds, or ``None``) bounds how long a wait may last before the head is
-    checked again: it is how appends made by another process, which cannot poke the notifier,
-    are noticed.
+    checked again: the backstop for appends made by another process that no wake-up announced.
     """
 
     def __init__(

@@ -12,7 +12,8 @@ reply, or a processor that skips it (``decide`` raised, under ``on_error="skip"`
 wait at once (:class:`~decider.processors.app.errors.RequestNotAnswered`).
 
 Works on every store, also when the service runs in another process: the wait is the store's
-subscription (on SQLite one process sees another's appends within its poll interval).
+subscription, woken by another process's appends too (SQLite's doorbell, PostgreSQL's
+``NOTIFY``).
 """
 
 from __future__ import annotations

@@ -54,28 +54,37 @@ BELL_SUFFIX = "-bell"
 class Doorbell:
     """The file a store writes a byte to after each commit (:func:`start_watch` hears it).
 
-    Ringing never fails a commit: a bell that cannot be opened or written is left silent (the
-    other processes' probe still finds the commit).
+    The file is made by the first ring, so a store that only reads (``decider status``) leaves
+    nothing beside the database. Ringing never fails a commit: a bell that cannot be opened or
+    written is left silent this time and tried again at the next commit (the other processes'
+    probe still finds the commit).
     """
 
     def __init__(self, path: str) -> None:
-        try:
-            self._fd: int | None = os.open(
-                path + BELL_SUFFIX, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644
-            )
-        except OSError:
-            self._fd = None
+        self._path = path + BELL_SUFFIX
+        self._fd: int | None = None
+        self._lock = threading.Lock()
+        self._closed = False
 
     def ring(self) -> None:
         """Tell the listening processes that the log may have grown."""
-        fd = self._fd
+        fd = self._fd if self._fd is not None else self._open()
         if fd is not None:
             with contextlib.suppress(OSError):
                 os.pwrite(fd, b"\0", 0)
 
+    def _open(self) -> int | None:
+        with self._lock:
+            if self._fd is None and not self._closed:
+                with contextlib.suppress(OSError):
+                    self._fd = os.open(self._path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            return self._fd
+
     def close(self) -> None:
         """Close the file (the bell then stays silent); safe to call twice."""
-        fd, self._fd = self._fd, None
+        with self._lock:
+            self._closed = True
+            fd, self._fd = self._fd, None
         if fd is not None:
             with contextlib.suppress(OSError):
                 os.close(fd)

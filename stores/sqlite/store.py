@@ -18,11 +18,11 @@ WAL mode:
 
 Several processes. Every process opens its own :class:`SqliteEventStore` on the same file.
 Writers wait for each other (``busy_timeout``, 30 s by default) rather than fail; a wait longer
-than that raises :class:`~decider.stores.errors.StoreUnavailable`. Appends from another process
-cannot
-wake this process's subscriptions, so a waiting subscription checks the log's head every
-``probe_interval`` seconds (50 ms by default, a microsecond-cheap query): in-process appends are
-delivered at once, other processes' appends within about ``probe_interval``.
+than that raises :class:`~decider.stores.errors.StoreUnavailable`. In-process appends wake the
+subscriptions at once; another process's appends wake them through the doorbell file beside the
+database, heard through ``inotify`` on Linux (:mod:`decider.stores.sqlite._watch`). A waiting
+subscription also checks the log's head every ``probe_interval`` seconds (50 ms by default, a
+microsecond-cheap query): the backstop where no bell is heard.
 
 WARNING: open the store after forking, never before: a connection must not cross a fork.
 """
@@ -233,8 +233,8 @@ class SqliteEventStore:
     ) -> CatchUpSubscription:
         """A catch-up subscription after ``after_position``.
 
-        Woken at once by appends through this object; appends by other processes (or other
-        store objects) are noticed within ``probe_interval``.
+        Woken at once by appends through this object, and by other processes' (or other store
+        objects') through the doorbell; where it is not heard, within ``probe_interval``.
         """
         self._check_open()
         self._start_watch()

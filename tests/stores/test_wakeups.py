@@ -157,7 +157,9 @@ def test_a_subscription_takes_only_what_it_wants_from_another_process(
 def test_the_doorbell_is_beside_the_file_and_an_in_memory_store_has_none(tmp_path: Path) -> None:
     path = tmp_path / "events.db"
     store = SqliteEventStore(path)
-    store.append("s", new_events(1), ANY)
+    store.subscribe(None).stop()  # reading and listening make no bell...
+    assert not (tmp_path / "events.db-bell").exists()
+    store.append("s", new_events(1), ANY)  # ...the first commit does
     assert (tmp_path / "events.db-bell").exists()
     store.close()
     memory = SqliteEventStore(":memory:")
