@@ -25,23 +25,20 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import signal
 import statistics
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 import attrs
 
-from benchmarks.fresh import child_env, fresh_store
+from benchmarks.fresh import ROOT, child_env, end, fresh_store
 from benchmarks.harness import Figure, Result, Target
 from decider.processors import App, Service
 from decider.stores import CaughtUp, EventStore, Filter
 
-_ROOT = Path(__file__).resolve().parent.parent
 _WORKFLOW_APP = "samples.traffic_fine.app:app"
 _REQUEST_APP = "samples.quotes.app:app"
 MEMORY_FLOOR = 1_000.0
@@ -103,16 +100,11 @@ def _service(app: App, spec: str, store: EventStore, uri: str | None, place: str
     assert uri is not None
     command = [sys.executable, "-m", "decider.processors.cli", "run", spec, "--store", uri]
     command += ["--progress-interval", "0", "--log-level", "WARNING"]
-    process = subprocess.Popen(command, cwd=_ROOT, env=child_env())
+    process = subprocess.Popen(command, cwd=ROOT, env=child_env())
     try:
         yield
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        end(process)
 
 
 def _workflows(store: EventStore, count: int, warm_up: int, timeout: float) -> Latencies:
@@ -199,7 +191,7 @@ def run_in_child(
     done = subprocess.run(
         command,
         check=False,
-        cwd=_ROOT,
+        cwd=ROOT,
         env=child_env(),
         capture_output=True,
         text=True,

@@ -22,7 +22,6 @@ import argparse
 import json
 import os
 import resource
-import signal
 import subprocess
 import sys
 import tempfile
@@ -34,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import pg
+from benchmarks.fresh import end
 from benchmarks.harness import Figure, Pending, Result, Target
 from decider.processors import Service
 from decider.stores import CaughtUp, EventStore, Filter
@@ -257,13 +257,7 @@ def esdb_test_server(version: str = "26.1") -> Iterator[str]:
             raise RuntimeError(f"the EventStoreDB test server did not start: {line!r} {err}")
         yield line[line.index("esdb://") :].strip()
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        end(process)
 
 
 class RunFailed(RuntimeError):

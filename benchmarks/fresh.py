@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from benchmarks import pg
 from decider.stores import EventStore
@@ -53,3 +56,14 @@ def fresh_store(kind: str, pg_uri: str | None) -> Iterator[tuple[EventStore, str
             yield store, f"{pg_uri}{'&' if '?' in pg_uri else '?'}schema={schema}"
         finally:
             store.close()
+
+
+def end(process: subprocess.Popen[Any], grace: float = 30.0) -> None:
+    """End a child by its pid: SIGTERM, up to ``grace`` seconds to stop, then SIGKILL."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
