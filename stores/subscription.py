@@ -44,13 +44,19 @@ _MATCHED_AT_MOST = 64
 (a big batch: the subscriptions are busy anyway)."""
 
 
-def written_to(stream: str, events: Sequence[NewEvent]) -> Written:
-    """What an append of ``events`` to ``stream`` writes, for :meth:`LogNotifier.notify`."""
+def written_to(stream: str, events: Sequence[NewEvent]) -> Written | None:
+    """What an append of ``events`` to ``stream`` writes, for :meth:`LogNotifier.notify`
+    (``None``, "wake every subscription", past :data:`_MATCHED_AT_MOST` events)."""
+    if len(events) > _MATCHED_AT_MOST:
+        return None
     return [(stream, event.type) for event in events]
 
 
-def written_by(appends: Sequence[StreamAppend]) -> Written:
-    """What a batch of ``appends`` writes, for :meth:`LogNotifier.notify`."""
+def written_by(appends: Sequence[StreamAppend]) -> Written | None:
+    """What a batch of ``appends`` writes, for :meth:`LogNotifier.notify` (``None``, "wake
+    every subscription", past :data:`_MATCHED_AT_MOST` events: a big batch is not listed)."""
+    if sum(len(item.events) for item in appends) > _MATCHED_AT_MOST:
+        return None
     return [(item.stream, event.type) for item in appends for event in item.events]
 
 
@@ -92,8 +98,6 @@ class LogNotifier:
         ``None`` (unknown). ``()``: nothing a subscription reads was written."""
         if written is not None and not written:
             return
-        if written is not None and len(written) > _MATCHED_AT_MOST:
-            written = None
         with self._lock:
             for subscription in self._subscriptions:
                 if not subscription.dirty and subscription.wants(written):

@@ -488,7 +488,9 @@ class PostgresEventStore:
             cursor = connection.execute(statement, params, prepare=prepare)
             return cursor.fetchall() if fetch else []
 
-    def _write(self, body: Callable[[_Connection, bool], Callable[[], _T]], written: Written) -> _T:
+    def _write(
+        self, body: Callable[[_Connection, bool], Callable[[], _T]], written: Written | None
+    ) -> _T:
         """Run ``body`` in a write transaction, then wake the subscriptions that read what it
         ``written`` (in the other processes too, if it wrote events); ``body`` returns how to
         read its result once the transaction ends.
@@ -499,7 +501,7 @@ class PostgresEventStore:
         and the first read share one round trip, and the inserts and the ``COMMIT`` another.
         """
         result = write_transaction(self._using, self._connections, body, self._name)
-        if written:
+        if written is None or written:
             self._notifier.notify(written)
             self._announcer.announce()
         return result
