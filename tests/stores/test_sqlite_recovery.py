@@ -242,6 +242,9 @@ def test_two_threads_that_drop_every_connection_at_once_do_not_wait_on_each_othe
         with in_use:
             both.wait()  # each holds its own connection while the other drops them all
             connections.drop_all()
+        # Both have dropped all before either takes a fresh one: a drop_all after this one's
+        # get() would close its fresh connection, idle until the check below.
+        both.wait()
         fresh, _ = connections.get()
         assert fresh is not connection
         return fresh
