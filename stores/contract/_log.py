@@ -211,9 +211,8 @@ class LogContract:
 
             waiter = threading.Thread(target=block, daemon=True)
             waiter.start()
-            # Most often the poll is blocked by now; if not, the wake comes first and is kept
-            # for it (the next test): either way the poll must return, without an end.
-            done.wait(0.05)
+            # The poll may be blocked by now or not yet: a wake before it is kept for it (the
+            # next test), so either way it must return, without an end.
             subscription.wake()
             assert done.wait(DEFAULT_TIMEOUT), "wake() did not return a blocked poll"
             assert returned == [None]
