@@ -33,15 +33,28 @@ def store() -> Iterator[EsdbEventStore]:
 
 
 def reads_of(store: EsdbEventStore) -> collections.Counter[str]:
-    """Count the streams ``store.read_each`` reads, by instance or not (it is wrapped)."""
+    """Count the streams the store reads from their start, by instance or not: a batch's
+    together (``read_each``) and one at a time (``read_stream``, a lone new instance's first
+    input); both are wrapped."""
     counted: collections.Counter[str] = collections.Counter()
-    read_each = store.read_each
+    read_each, read_stream = store.read_each, store.read_stream
+
+    def count(stream: str) -> None:
+        counted["instance" if stream.startswith(f"{workflow.name}-") else stream] += 1
 
     def counting(reads: list[tuple[str, int]]) -> list[object]:
-        counted.update("instance" if s.startswith(f"{workflow.name}-") else s for s, _ in reads)
+        for stream, revision in reads:
+            if revision == 0:
+                count(stream)
         return read_each(reads)  # type: ignore[return-value]
 
+    def counting_one(stream: str, from_revision: int = 0, limit: int | None = None) -> object:
+        if from_revision == 0:
+            count(stream)
+        return read_stream(stream, from_revision, limit)
+
     store.read_each = counting  # type: ignore[assignment, method-assign]
+    store.read_stream = counting_one  # type: ignore[assignment, method-assign]
     return counted
 
 
