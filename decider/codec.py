@@ -106,6 +106,7 @@ _KIND_OF: dict[type[Any], str] = {cls: kind for kind, cls in _WRAPPING.items()}
 _EMPTY = b"{}"
 _OPTIONAL_TEXT = ("correlation_id", "causation_id", "workflow_version", "traceparent", "tracestate")
 """The metadata fields that are absent or a string (absent ones decode as ``None``)."""
+_REUSES = b'"reuses"'
 _ENDINGS: dict[str, type[Failed | Cancelled]] = {Kind.FAILED: Failed, Kind.CANCELLED: Cancelled}
 
 
@@ -382,6 +383,33 @@ class Codec:
         except Exception:  # any bad metadata: not JSON, not an object, too deep
             return None
         return cause if isinstance(cause, str) else None
+
+    def reused_of(self, metadata: bytes) -> str | None:
+        """The id of the command or timer of an earlier generation of the instance whose effect
+        the event with this metadata reuses (``"reuses"``, written by a fork:
+        :mod:`decider.processors.client.forking`); ``None`` if none, or unreadable.
+
+        >>> Codec().reused_of(b'{"message_id": "m", "reuses": "c-1"}'), Codec().reused_of(b"{}")
+        ('c-1', None)
+        """
+        if _REUSES not in metadata:
+            return None  # every event never forked: one search of the bytes, no JSON parsed
+        try:
+            reused = _json.loads(metadata).get("reuses")
+        except Exception:  # any bad metadata: not JSON, not an object, too deep
+            return None
+        return reused if isinstance(reused, str) else None
+
+    def with_reuse(self, metadata: bytes, reused: str) -> bytes:
+        """Stored metadata JSON that also says the event reuses the effect of ``reused``
+        (:meth:`reused_of`); every other field kept.
+
+        >>> Codec().reused_of(Codec().with_reuse(b'{"message_id": "m"}', "c-1"))
+        'c-1'
+        """
+        doc = _json.loads(metadata) if metadata else {}
+        doc["reuses"] = reused
+        return _json.dumps_plain(doc)
 
     def with_ids(self, metadata: bytes, message_id: str, causation_id: str) -> bytes:
         """Stored metadata JSON with a new message id and causation id, every other field kept

@@ -16,8 +16,16 @@ from typing import Any
 import attrs
 
 from decider import Codec, DecodeError, Metadata, WorkflowEvent
-from decider.codec import COMMAND_KINDS, LIFECYCLE_TYPES, TIMER_KINDS, Timer, kind_prefixes
+from decider.codec import (
+    COMMAND_KINDS,
+    LIFECYCLE_TYPES,
+    TIMER_KINDS,
+    Kind,
+    Timer,
+    kind_prefixes,
+)
 from decider.processors.app import streams
+from decider.processors.app.messages import ForkMark
 from decider.stores.errors import CorruptEvent
 from decider.stores.protocol import Filter, RecordedEvent
 
@@ -80,6 +88,27 @@ def decode_timer(codec: Codec, record: RecordedEvent) -> Timer:
         return codec.decode_timer(record.type, record.data)
     except DecodeError as exc:
         raise CorruptEvent(record.stream, record.revision, str(exc)) from exc
+
+
+_FORK_FIELD = b'"forked_to"'
+
+
+def is_fork_mark(record: RecordedEvent) -> bool:
+    """Whether ``record`` ends a generation that was forked (a :class:`ForkMark`): a type
+    comparison and, on a ``Cancelled`` event only, one search of its bytes."""
+    return record.type == Kind.CANCELLED and _FORK_FIELD in record.data
+
+
+def fork_mark(codec: Codec, record: RecordedEvent) -> ForkMark | None:
+    """The fork that ``record`` records, if it ends a generation that was forked; ``None``
+    for any other event. Raises :class:`CorruptEvent` for a fork mark that does not decode."""
+    if not is_fork_mark(record):
+        return None
+    try:
+        mark: ForkMark = codec.decode_data(ForkMark, record.type, record.data)
+    except DecodeError as exc:
+        raise CorruptEvent(record.stream, record.revision, str(exc)) from exc
+    return mark
 
 
 def causation_of(codec: Codec, record: RecordedEvent) -> str | None:

@@ -7,7 +7,10 @@
 - ``decider.InputSkipped``: a poison input a processor skipped, stream
   ``decider-skipped-<processor name>``;
 - ``decider.PartitionCount`` / ``decider.PartitionClaimed``: a partitioned app's count and
-  lease history (:mod:`decider.processors.group.partitions`).
+  lease history (:mod:`decider.processors.group.partitions`);
+- :class:`ForkMark`: the last event of an instance generation that was forked (stored as a
+  ``Cancelled`` event whose data also holds the fork, so every reader sees the generation
+  ended; :mod:`decider.processors.client.forking`).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ __all__ = [
     "RETRIED",
     "CommandFailed",
     "CommandParked",
+    "ForkMark",
     "InputSkipped",
     "ParkedCommandRetried",
     "PartitionClaimed",
@@ -106,3 +110,32 @@ class PartitionClaimed:
     partition: str
     owner: str
     epoch: int
+
+
+@attrs.frozen(kw_only=True)
+class ForkMark:
+    """The end of an instance generation that was forked: stored as a ``Cancelled`` event
+    whose ``reason`` says so, and whose other fields the workflow processor reads to send the
+    instance's later inputs to the new generation.
+
+    Not a registered message: the codec decodes it as ``Cancelled(reason)``
+    (:func:`~decider.processors.app.decoding.fork_mark` reads the rest).
+    """
+
+    reason: str
+    """What the ``Cancelled`` event says: ``forked to <stream> at revision <n>: <why>``."""
+    instance: str
+    """The instance's own stream (generation 1), which every input is routed to."""
+    forked_to: str
+    """The new generation's stream."""
+    at: int
+    """The revision of this generation up to which the new one took its inputs."""
+    why: str
+    """The operator's reason."""
+    reused: list[str] = attrs.Factory(list)
+    """The ids of the commands and timers (of this generation or earlier ones) whose results
+    the new generation reuses."""
+    void: list[str] = attrs.Factory(list)
+    """The ids of the commands and timers of this generation and earlier ones that the new
+    generation does not reuse: an input they caused (a result, a fired timer) reaches no
+    generation."""

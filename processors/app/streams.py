@@ -4,6 +4,7 @@ The one place a stream name is built or taken apart. The names (all derived, so 
 finds what the first wrote)::
 
     <Workflow>-<instance id>                 an instance's events (its inbox and outbox)
+    <Workflow>-<instance id>~g<n>            generation n (2, 3, ...) of a forked instance
     <handler>-<command id>                   one command's handler results
     topic-<message type>-<command id>        a published message
     reply-<message id of the input>          a reply
@@ -143,6 +144,36 @@ def instance_stream(workflow: str, instance_id: str) -> str:
     if not isinstance(instance_id, str) or not instance_id:
         raise InvalidStreamName(repr(instance_id)[:80], "an instance id must be a non-empty string")
     return check_stream(grammar.instance_stream(workflow, instance_id))
+
+
+GENERATION = "~g"
+"""Joins an instance stream and a generation's number (2, 3, ...) in a generation's stream name:
+an instance id that ends in ``~g`` and digits would be read as a generation."""
+
+
+def generation_stream(instance_stream: str, number: int) -> str:
+    """The stream of generation ``number`` of the instance ``instance_stream`` (the instance's
+    own stream is generation 1); checked (see :func:`check_stream`).
+
+    >>> generation_stream("Order-o-1", 2), generation_stream("Order-o-1", 1)
+    ('Order-o-1~g2', 'Order-o-1')
+    """
+    if number == 1:
+        return instance_stream
+    return check_stream(f"{instance_stream}{GENERATION}{number}")
+
+
+def generation_of(stream: str) -> tuple[str, int]:
+    """The instance stream a generation's stream belongs to, and the generation's number (1 for
+    the instance's own stream).
+
+    >>> generation_of("Order-o-1~g3"), generation_of("Order-o-1")
+    (('Order-o-1', 3), ('Order-o-1', 1))
+    """
+    base, separator, number = stream.rpartition(GENERATION)
+    if separator and number.isdigit() and int(number) >= 2 and str(int(number)) == number:
+        return base, int(number)
+    return stream, 1
 
 
 def workflow_of(stream: str) -> str:

@@ -2,9 +2,10 @@
 
 :class:`App` is :class:`~decider.processors.app.definition.AppDefinition` (workflows, handlers,
 routes, registered up front) with the client's operations as methods: ``app.publish``,
-``app.publish_many``, ``app.request``, ``app.request_async`` and ``app.cancel``. Each is one call
-of the function of the same name in :mod:`~decider.processors.client.publishing`,
-:mod:`~decider.processors.client.requests` or :mod:`~decider.processors.client.cancelling`, which
+``app.publish_many``, ``app.request``, ``app.request_async``, ``app.cancel`` and ``app.fork``.
+Each is one call of the function of the same name in :mod:`~decider.processors.client.publishing`,
+:mod:`~decider.processors.client.requests`, :mod:`~decider.processors.client.cancelling` or
+:mod:`~decider.processors.client.forking`, which
 take the app as their first argument. The processors, the service and the operator's tools read
 the definition only, so ``app/`` imports nothing above it.
 """
@@ -16,14 +17,15 @@ from typing import Any
 
 from decider import Workflow
 from decider.processors.app.definition import AppDefinition
-from decider.processors.client import cancelling, publishing, requests
+from decider.processors.client import cancelling, forking, publishing, requests
 from decider.processors.client.cancelling import CancelRequest
+from decider.processors.client.forking import ForkPlan
 from decider.stores.protocol import EventStore
 
 
 class App(AppDefinition):
     """Everything a :class:`~decider.processors.service.service.Service` runs, registered up front,
-    and the client's operations on it (publish, request, cancel).
+    and the client's operations on it (publish, request, cancel, fork).
 
     Registration checks what it can at once (message types registered with the codec, one
     handler or target stream per command type, unique names) and raises
@@ -124,3 +126,31 @@ class App(AppDefinition):
         not run, an instance with no events, or one that has ended.
         """
         return cancelling.cancel(self, store, workflow, instance_id, reason=reason)
+
+    def fork(
+        self,
+        store: EventStore,
+        workflow: Workflow[Any, Any, Any] | str,
+        instance_id: str | None = None,
+        *,
+        at: int,
+        reason: str,
+        dry_run: bool = False,
+    ) -> ForkPlan:
+        """Repair an instance: end it and begin a new generation of it that decides, with the
+        current code, the inputs it received up to revision ``at``: ``app.fork(store, order,
+        "o-1", at=5, reason=...)``, or by a generation's stream, ``app.fork(store,
+        "Order-o-1~g2", at=5, reason=...)``. The same as ``decider fork``.
+
+        The new generation (stream ``<instance stream>~g<n>``) reuses the results of the
+        commands and timers it decides exactly as the old one did (same type and message) and
+        carries out the others anew; the instance's later inputs go to it, and the old
+        generation ends with a ``Cancelled`` event that names the fork. ``dry_run`` returns
+        the plan without writing it. Returns the plan (``already``: the generation was forked
+        at ``at`` before, and nothing was written). Raises
+        :class:`~decider.processors.app.errors.OperationError` naming what stands in the way.
+        See :mod:`decider.processors.client.forking`.
+        """
+        return forking.fork(
+            self, store, workflow, instance_id, at=at, reason=reason, dry_run=dry_run
+        )

@@ -16,7 +16,9 @@ It follows the ``Sent:``, ``Published:`` and ``Replied:`` events of the app's in
 - ``Published``: to ``topic-<type>-<command id>``; ``Replied``: to ``reply-<causing message id>``.
 
 Routed, published and replied messages are copied byte for byte: nothing is decoded.
-A ``decider.ParkedCommandRetried`` in the app's ledger re-runs the parked command.
+A ``decider.ParkedCommandRetried`` in the app's ledger re-runs the parked command. A command
+whose metadata says it ``reuses`` another (a fork's new generation decided it as the old one
+did: :mod:`decider.processors.client.forking`) is not carried out: the old one's effect is its.
 
 Outcomes are committed as commands conclude, with no linger: a conclusion wakes the processor's
 thread, which commits at once everything that concluded while its previous commit was in
@@ -127,6 +129,9 @@ class CommandProcessor(Processor):
         """How many commands may be in hand before the processor stops reading ahead."""
         self.stop_grace = STOP_GRACE
         self.carried_out = 0
+        self.reused = 0
+        """How many commands of a fork's new generation were not carried out: they reuse the
+        old generation's (:mod:`decider.processors.client.forking`)."""
         self.parked_by_handler: collections.Counter[str] = collections.Counter()
         self.inline_now = True
         """Whether a quick handler's command may run on this thread now (the batch in hand is
@@ -424,6 +429,12 @@ class CommandProcessor(Processor):
             metadata = decoding.input_metadata(self.context.app.codec, event)
         except CorruptEvent as exc:
             raise Skip(exc.reason) from exc
+        reused = self.context.app.codec.reused_of(event.metadata)
+        if reused is not None:
+            # A fork's new generation decided it as the old one did: its effect is the old
+            # command's, carried out (or still being carried out) under that one's id.
+            self.reused += 1
+            return None
         return self._command(event, metadata, "", entry, draft)
 
     def _command(

@@ -18,6 +18,12 @@ only record its message as ``Ignored``); it counts in :attr:`TimerProcessor.drop
 WARNING: an instance that ends between that read and the append still gets the timer's
 message, which it records as ``Ignored``.
 
+A generation that was forked (:mod:`decider.processors.client.forking`) has ended too, so its
+pending timers never fire; should one fire in that window, the workflow processor skips its
+message (the new generation does not take it). A timer the new generation decided exactly as
+the old one did (its metadata says it ``reuses`` the old) fires under the old one's id and due
+time, so ``timer-<old id>`` is written once in all.
+
 In a group of processes (:mod:`decider.processors.engine.sharing`), a timer belongs to the partition
 of the instance stream that scheduled it: a process queues and fires the timers of the partitions
 it holds, and each partition has its own checkpoint (``<app>.timers.p<n>``: just before its
@@ -267,7 +273,9 @@ class TimerProcessor(Processor):
         return PendingTimer(
             due=due,
             position=event.position,
-            scheduled_id=str(event.id),
+            # A fork's new generation that decided the old timer again fires it as the old one:
+            # under its id, so that it fires once in all.
+            scheduled_id=codec.reused_of(event.metadata) or str(event.id),
             message_type=timer.message_type,
             message=timer.message,
             correlation_id=metadata.correlation_id,

@@ -18,6 +18,14 @@ recognised however old it is.
 Lifecycles: an instance that ends (completed, failed or cancelled) leaves the cache, and an
 input that still comes is recorded as ``Ignored`` (:func:`decider.handle`). The ``Began``
 event of a workflow with a ``version`` records it in its metadata (:func:`decider.began_version`).
+
+Generations: an instance that was forked (:mod:`decider.processors.client.forking`) ends with a
+:class:`~decider.processors.app.messages.ForkMark`. When a stream read to load or catch up an
+instance ends with one, the instance's later inputs go to the generation it names (and on, if
+that one was forked too), remembered for the processor's life; an input caused by a command or
+timer of an earlier generation that the new one does not reuse is skipped. An instance never
+forked costs one dict lookup per instance per batch while some instance was found forked, and
+nothing otherwise.
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ from decider import (
 from decider.codec import Kind, stored_type
 from decider.processors.app import decoding, streams
 from decider.processors.app.definition import WorkflowRegistration
+from decider.processors.app.messages import ForkMark
 from decider.processors.engine import telemetry
 from decider.processors.engine.base import Context, Outcome, Skip
 from decider.processors.engine.failures import UserCodeFailed, call_user
@@ -103,6 +112,9 @@ class WorkflowProcessor(DecidingProcessor):
         self._recent_ids = None if self._ids is None else RECENT_IDS
         self.group_commits = 0
         self.handled = 0
+        self._forks: dict[str, tuple[ForkMark, frozenset[str]]] = {}
+        """Each forked instance's stream (generation 1): the mark that ended its newest
+        generation read so far, and the ids it made void."""
 
     # -- in a group -----------------------------------------------------------------------
 
@@ -199,10 +211,17 @@ class WorkflowProcessor(DecidingProcessor):
         routed = self.inputs.route(event)
         if routed is None:
             return
+        if self._forks:
+            routed = self._to_generation(routed)
         stream = routed.stream
         w = work.get(stream)
         if w is None:
             entry = self._load(stream, routed.event.type)
+            if entry.instance.status.terminal and self._forks:
+                moved = self._to_generation(routed)
+                if moved.stream != stream:  # found forked just now: decide in the generation
+                    self._decide(event, work)
+                    return
             w = _Work(base_revision=entry.revision, instance=entry.instance, handled=entry.handled)
             work[stream] = w
         telemetry.annotate("load", {"decider.revision": w.base_revision})
@@ -226,6 +245,23 @@ class WorkflowProcessor(DecidingProcessor):
         w.added.add(routed.message_id)
         w.events.extend(new)
         self.handled += 1
+
+    def _to_generation(self, routed: Routed) -> Routed:
+        """``routed`` sent on to the newest generation of its instance, if it was forked;
+        :class:`~decider.processors.engine.base.Skip` if a command or timer of an earlier
+        generation that the new one does not reuse caused it."""
+        found = self._forks.get(streams.generation_of(routed.stream)[0])
+        if found is None or found[0].forked_to == routed.stream:
+            return routed
+        mark, void = found
+        cause = routed.metadata.causation_id
+        if cause is not None and cause in void:
+            raise Skip(
+                f"caused by {cause}, a command or timer of a generation of {mark.instance} "
+                f"that was forked ({mark.reason}): the newest generation, {mark.forked_to}, "
+                "does not reuse it"
+            )
+        return attrs.evolve(routed, stream=mark.forked_to)
 
     def _lookup(self, stream: str, message_id: str) -> bool:
         """Whether ``stream`` holds the decision on input ``message_id`` (its first event)."""
@@ -289,6 +325,12 @@ class WorkflowProcessor(DecidingProcessor):
             self.fresh.read(input_type, found=entry.instance.version > 0)
         return entry
 
+    def _forked(self, record: RecordedEvent) -> None:
+        """Remember the fork ``record`` marks (the newest generation of its instance)."""
+        mark = decoding.fork_mark(self.context.app.codec, record)
+        assert mark is not None
+        self._forks[mark.instance] = (mark, frozenset(mark.void))
+
     def _caught_up(self, stream: str, w: _Work) -> bool:
         """Bring ``w`` up to the stored stream, if it has nothing of this batch to append and
         the stream moved on since it was loaded; whether it changed."""
@@ -324,6 +366,8 @@ class WorkflowProcessor(DecidingProcessor):
         if not records:
             return entry
         codec = self.context.app.codec
+        if decoding.is_fork_mark(records[-1]):
+            self._forked(records[-1])
         events = [decoding.decode_event(codec, record) for record in records]
         handled = entry.handled.copy()
         handled.update(

@@ -1,0 +1,173 @@
+"""Repairing instances by forking them, through the public API, on every store: a buggy
+``decide`` fails instances, the fixed one decides their inputs again in a new generation,
+reusing what was carried out before the fork point (counted handler calls), and the instance's
+later inputs and timers reach only the new generation."""
+
+from __future__ import annotations
+
+import pytest
+
+from decider import Lifecycle
+from decider.processors import App, FakeClock, Service, show
+from decider.processors.app.errors import OperationError
+from decider.processors.client.forking import current_generation
+from decider.processors.commands.processor import CommandProcessor
+from decider.processors.timers.processor import TimerProcessor
+from decider.stores.protocol import EventStore
+from tests.support.fork_app import CALLS, REMIND_AFTER, Order, Poke, make_app
+from tests.support.stores import counts, events, types
+
+WAIT = 30.0
+OLD = [
+    "Began",
+    "InitiatedBy:repair.Order",
+    "Sent:repair.Charge",
+    "Scheduled:repair.Remind",
+    "Received:repair.Charged",
+    "Failed",
+]
+
+
+def status(store: EventStore, app: App, stream: str) -> Lifecycle:
+    return show(store, app, stream).status
+
+
+def run_buggy(store: EventStore, name: str, *orders: str) -> None:
+    """Each order through the buggy code: charged once, then failed."""
+    buggy = make_app(name, repaired=False)
+    with Service(buggy, store, clock=FakeClock()) as service:
+        for order in orders:
+            buggy.publish(store, Order(order_id=order, amount=5), "repair-inputs")
+        for order in orders:
+            stream = f"Repair-{order}"
+            assert service.wait_until(
+                lambda s=stream: status(store, buggy, s) is Lifecycle.FAILED,
+                WAIT,  # type: ignore[misc]
+            )
+        assert service.wait_idle(WAIT)
+    for order in orders:
+        assert types(store, f"Repair-{order}") == OLD
+    assert CALLS[name, "charge"] == len(orders)
+
+
+@pytest.mark.parametrize("at", [1, 4])
+def test_a_forked_instance_completes_as_the_fixed_code_says_reusing_what_was_done(
+    store: EventStore, app_name: str, at: int
+) -> None:
+    """Forked at its first input (the charge's result is carried over from its results stream)
+    or at that result: the charge and the reminder are reused, the shipping is new."""
+    run_buggy(store, app_name, "o1", "o2")
+    app = make_app(app_name, repaired=True)
+    plan = app.fork(store, "Repair", "o1", at=at, reason="ship charged orders")
+    assert not plan.already
+    assert plan.generation == "Repair-o1~g2"
+    assert [e.type for e in plan.events] == [
+        "Began",
+        "InitiatedBy:repair.Order",
+        "Sent:repair.Charge",
+        "Scheduled:repair.Remind",
+        "Received:repair.Charged",
+        "Sent:repair.Ship",
+    ]
+    old = store.read_stream("Repair-o1")
+    assert [e.reuses for e in plan.reused] == [str(old[2].id), str(old[3].id)]
+    assert [e.type for e in plan.anew] == ["Sent:repair.Ship"]
+    assert plan.carried == (1 if at == 1 else 0)
+    ended = store.read_stream("Repair-o1")[-1]
+    assert ended.type == "Cancelled"
+    assert show(store, app, "Repair-o1").status is Lifecycle.FAILED  # ended as it was
+    assert "forked to Repair-o1~g2 at revision" in str(show(store, app, "Repair-o1").history[-1])
+    assert current_generation(app, store, "Repair-o1") == "Repair-o1~g2"
+
+    clock = FakeClock()
+    with Service(app, store, clock=clock) as service:
+        assert service.wait_until(lambda: CALLS[app_name, "ship"] == 1, WAIT)
+        assert service.wait_until(
+            lambda: types(store, "Repair-o1~g2")[-1] == "Received:repair.Shipped", WAIT
+        )
+        app.publish(store, Poke(order_id="o1"), "repair-inputs")
+        assert service.wait_until(
+            lambda: status(store, app, "Repair-o1~g2") is Lifecycle.COMPLETED, WAIT
+        )
+        commands = service.processor("commands")
+        assert isinstance(commands, CommandProcessor)
+        assert commands.reused == 1
+        assert service.wait_idle(WAIT)
+    assert CALLS[app_name, "charge"] == 2  # o1's and o2's, before the fork: none again
+    assert CALLS[app_name, "ship"] == 1
+    assert types(store, "Repair-o1")[:-1] == OLD  # the old generation got nothing more
+    assert types(store, "Repair-o1~g2")[-2:] == ["Received:repair.Poke", "Completed"]
+    assert status(store, app, "Repair-o2") is Lifecycle.FAILED  # not forked: as it was
+
+
+def test_old_timers_never_fire_and_a_reused_timer_fires_once(
+    store: EventStore, app_name: str
+) -> None:
+    run_buggy(store, app_name, "o3")
+    app = make_app(app_name, repaired=True)
+    app.fork(store, "Repair", "o3", at=4, reason="ship charged orders")
+    clock = FakeClock()
+    with Service(app, store, clock=clock) as service:
+        timers = service.processor("timers")
+        assert isinstance(timers, TimerProcessor)
+        assert service.wait_until(lambda: len(timers.pending) == 2, WAIT)  # the old and the new
+        clock.advance(REMIND_AFTER * 2)
+        assert service.wait_until(lambda: timers.fired + timers.dropped == 2, WAIT)
+        assert service.wait_until(
+            lambda: "Received:repair.Remind" in types(store, "Repair-o3~g2"), WAIT
+        )
+        assert service.wait_idle(WAIT)
+        assert (timers.fired, timers.dropped) == (1, 1)
+    assert sum(counts(store, "timer-").values()) == 1
+    assert types(store, "Repair-o3~g2").count("Received:repair.Remind") == 1
+    assert show(store, app, "Repair-o3~g2").state.reminded == 1
+    assert "Received:repair.Remind" not in types(store, "Repair-o3")
+
+
+def test_a_dry_run_writes_nothing_and_a_second_fork_finds_the_first(
+    store: EventStore, app_name: str
+) -> None:
+    run_buggy(store, app_name, "o4")
+    app = make_app(app_name, repaired=True)
+    before = len(events(store))
+    preview = app.fork(store, "Repair", "o4", at=4, reason="ship", dry_run=True)
+    assert len(events(store)) == before
+    assert [e.type for e in preview.anew] == ["Sent:repair.Ship"]
+    assert len(preview.reused) == 2
+    done = app.fork(store, "Repair", "o4", at=4, reason="ship")
+    assert done.events == preview.events
+    assert len(events(store)) == before + len(done.events) + 1
+    again = app.fork(store, "Repair-o4", at=4, reason="ship")
+    assert again.already and again.generation == "Repair-o4~g2"
+    assert len(events(store)) == before + len(done.events) + 1
+    with pytest.raises(OperationError, match="forked to Repair-o4~g2 at revision 4"):
+        app.fork(store, "Repair-o4", at=2, reason="ship")
+    with pytest.raises(OperationError, match="revisions 1 to"):
+        app.fork(store, "Repair-o4~g2", at=99, reason="ship")
+
+
+def test_a_generation_forks_again_and_inputs_follow_the_newest(
+    store: EventStore, app_name: str
+) -> None:
+    """A second fork of the new generation (before any service ran): the instance's inputs go
+    to generation 3, and the charge is still reused (its first id, through both forks)."""
+    run_buggy(store, app_name, "o5")
+    app = make_app(app_name, repaired=True)
+    app.fork(store, "Repair", "o5", at=4, reason="first try")
+    second = app.fork(store, "Repair-o5~g2", at=4, reason="second try")
+    assert second.generation == "Repair-o5~g3"
+    first_charge = str(store.read_stream("Repair-o5")[2].id)
+    assert first_charge in [e.reuses for e in second.reused]
+    with Service(app, store, clock=FakeClock()) as service:
+        assert service.wait_until(
+            lambda: types(store, "Repair-o5~g3")[-1] == "Received:repair.Shipped", WAIT
+        )
+        app.publish(store, Poke(order_id="o5"), "repair-inputs")
+        assert service.wait_until(
+            lambda: status(store, app, "Repair-o5~g3") is Lifecycle.COMPLETED, WAIT
+        )
+        assert service.wait_idle(WAIT)
+    assert CALLS[app_name, "charge"] == 1
+    assert CALLS[app_name, "ship"] == 1
+    assert types(store, "Repair-o5~g2")[-1] == "Cancelled"
+    assert "Received:repair.Poke" not in types(store, "Repair-o5~g2")
