@@ -38,12 +38,10 @@ def run_buggy(store: EventStore, name: str, *orders: str) -> None:
     with Service(buggy, store, clock=FakeClock()) as service:
         for order in orders:
             buggy.publish(store, Order(order_id=order, amount=5), "repair-inputs")
-        for order in orders:
-            stream = f"Repair-{order}"
-            assert service.wait_until(
-                lambda s=stream: status(store, buggy, s) is Lifecycle.FAILED,
-                WAIT,  # type: ignore[misc]
-            )
+        streams = [f"Repair-{order}" for order in orders]
+        assert service.wait_until(
+            lambda: all(status(store, buggy, s) is Lifecycle.FAILED for s in streams), WAIT
+        )
         assert service.wait_idle(WAIT)
     for order in orders:
         assert types(store, f"Repair-{order}") == OLD
