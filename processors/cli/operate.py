@@ -1,5 +1,5 @@
-"""The operator's subcommands: ``publish``, ``list``, ``skipped``, ``reset``, ``cancel`` and
-``completion``. Every listing takes ``--json`` (one JSON document on stdout)."""
+"""The operator's subcommands: ``publish``, ``list``, ``skipped``, ``reset``, ``cancel``,
+``fork`` and ``completion``. Every listing takes ``--json`` (one JSON document on stdout)."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from decider.processors.cli.loading import (
 )
 from decider.processors.cli.views import instance_list_lines, skipped_lines, traceback_lines
 from decider.processors.client.cancelling import request_cancel
+from decider.processors.client.forking import fork
 from decider.processors.operate.listing import InstanceQuery, list_instances
 from decider.processors.operate.operations import (
     Reset,
@@ -131,6 +132,7 @@ def add_operator_commands(commands: Any) -> None:
     _skipped_parser(commands)
     _reset_parser(commands)
     _cancel_parser(commands)
+    _fork_parser(commands)
     completion = commands.add_parser(
         "completion", help="print the shell code that completes decider's arguments"
     )
@@ -485,6 +487,58 @@ def _cancel(args: argparse.Namespace) -> int:
         emit([f"a cancel of {request.stream} was already requested ({request.message_id})"])
     else:
         emit([f"cancel of {request.stream} requested ({request.message_id})"])
+    return 0
+
+
+# -- fork ---------------------------------------------------------------------------------
+
+
+def _fork_parser(commands: Any) -> None:
+    parser = commands.add_parser(
+        "fork",
+        help="repair an instance: a new generation decides its inputs up to a revision again "
+        "with the app's current code",
+    )
+    parser.add_argument(
+        "stream", help="the instance stream, <WorkflowName>-<instance id> (or a generation's)"
+    )
+    parser.add_argument(
+        "--at",
+        type=int,
+        required=True,
+        metavar="REVISION",
+        help="the new generation takes the inputs recorded up to this revision of STREAM",
+    )
+    parser.add_argument("--reason", required=True, help="why (recorded in the fork's event)")
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print what the new generation would record, and write nothing",
+    )
+    _common(parser)
+    parser.set_defaults(command=_fork)
+
+
+def _fork(args: argparse.Namespace) -> int:
+    with app_and_store(args) as (app, store):
+        if app.workflow_of_stream(args.stream) is None:  # a bad argument, as for cancel
+            known = ", ".join(sorted(app.workflows)) or "none"
+            raise UsageError(
+                f"{args.stream!r} is not the stream of a workflow of {app.name!r} ({known})"
+            )
+        try:
+            plan = fork(
+                app, store, args.stream, at=args.at, reason=args.reason, dry_run=args.dry_run
+            )
+        except OperationError as exc:
+            raise CliError(str(exc)) from exc
+    if args.json:
+        emit_json({**plan.as_json(), "dry_run": args.dry_run})
+        return 0
+    lines = plan.lines()
+    if args.dry_run and not plan.already:
+        lines.insert(0, "dry run: nothing is written")
+    emit(lines)
     return 0
 
 

@@ -36,6 +36,8 @@ def instance_lines(app: AppDefinition, view: InstanceView) -> list[str]:
         lines.append(f"  version: {view.version}")
     lines.append(f"  state:  {view.state!r}")
     lines.append(f"  status: {view.status.value}")
+    if view.forked_to is not None:
+        lines.append(f"  forked to: {view.forked_to} (its inputs go there now)")
     return lines
 
 
@@ -114,6 +116,8 @@ def instance_list_lines(page: InstancePage, now: datetime) -> list[str]:
     for instance in page.instances:
         idle = _age(now - instance.updated_at)
         stuck = f"  STUCK (over {_age(instance.stuck_after)})" if instance.stuck_after else ""
+        if instance.forked_to is not None:
+            stuck += f"  forked to {instance.forked_to}"
         lines.append(
             f"{instance.stream:<{width}}  {instance.status.value:<9}  "
             f"events={instance.events:<3}  "

@@ -19,6 +19,7 @@ from decider.processors.app.definition import AppDefinition
 from decider.processors.app.errors import OperationError
 from decider.processors.app.messages import CANCEL_TYPE
 from decider.processors.app.streams import cancel_stream
+from decider.processors.client.forking import current_generation
 from decider.processors.engine.reading import read_stream
 from decider.stores.protocol import ANY, EventStore, NewEvent, RecordedEvent
 
@@ -69,17 +70,22 @@ def request_cancel(
     It goes to :func:`cancel_stream` with the instance id as correlation id, so the default
     route (:func:`~decider.processors.app.definition.by_correlation`) delivers it to the instance.
     Raises :class:`~decider.processors.app.errors.OperationError` for a stream of no workflow, an
-    instance without events, or one that is no longer running.
+    instance without events, or one that is no longer running. For a forked instance (given by
+    any generation's stream) the request is the instance's, and its newest generation's status
+    counts.
     """
     registration = app.workflow_of_stream(instance_stream)
     if registration is None:
         raise OperationError(f"{instance_stream!r} is not the stream of a workflow of {app.name!r}")
+    # A forked instance's inputs are routed to its own stream, and go on to its newest
+    # generation: that one's status is the instance's.
+    instance_stream = streams.generation_of(instance_stream)[0]
     stream = cancel_stream(instance_stream)
     existing = store.read_stream(stream, 0, 1)
     if existing:  # first: a repeated request is answered the same after the instance ended
         first = _cancel_reason(app, existing[0])
         return CancelRequest(instance_stream, str(existing[0].id), first, True)
-    status = _status(read_stream(store, instance_stream))
+    status = _status(read_stream(store, current_generation(app, store, instance_stream)))
     if status is None:
         raise OperationError(f"instance {instance_stream!r} has no events")
     if status is not Lifecycle.RUNNING:

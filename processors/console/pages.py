@@ -192,7 +192,8 @@ def instance_page(
     *,
     end_reason: str | None = None,
 ) -> str:
-    """One instance: how it ended (failed or cancelled: the reason, first), summary and state,
+    """One instance: how it ended (failed or cancelled: the reason, first; forked: the new
+    generation, linked), summary and state,
     its diagram with its path, parked commands, and its timeline (one line per event, its
     payload and metadata opened on demand).
 
@@ -207,6 +208,12 @@ def instance_page(
         ended = (
             f'<p class="ended failed"><b>Waiting on {len(parked)} parked command'
             f"{'s' if len(parked) > 1 else ''}</b>: it goes on once retried.</p>"
+        )
+    if view.forked_to is not None:
+        target = f'<a href="{href("/instance", stream=view.forked_to)}">{esc(view.forked_to)}</a>'
+        ended = (
+            f'<p class="ended forked"><b>Forked</b> to {target}: its inputs go there now.</p>'
+            + ended
         )
     cancel = (
         f"<p>{_button(chrome, 'cancel', view.stream, 'Cancel this instance')}</p>"

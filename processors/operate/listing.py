@@ -15,6 +15,7 @@ import attrs
 
 from decider import Lifecycle
 from decider.codec import lifecycle_of_type
+from decider.processors.app import decoding
 from decider.processors.app.definition import AppDefinition, WorkflowRegistration
 from decider.processors.engine.reading import read_all
 from decider.processors.operate.stuck import is_stuck
@@ -44,6 +45,8 @@ class InstanceSummary:
     last_position: int
     stuck_after: timedelta | None = None
     """The time without an event after which this instance counts as stuck, if it is stuck."""
+    forked_to: str | None = None
+    """The stream of the generation this one was forked to (``None``: not forked)."""
 
     def as_json(self) -> dict[str, object]:
         """The summary as a JSON object (times in ISO 8601, UTC)."""
@@ -58,6 +61,7 @@ class InstanceSummary:
             "first_position": self.first_position,
             "last_position": self.last_position,
             "stuck": self.stuck_after is not None,
+            "forked_to": self.forked_to,
         }
 
 
@@ -100,6 +104,7 @@ class _Seen:
     events: int
     first_position: int
     last_position: int
+    forked_to: str | None = None
 
 
 def list_instances(
@@ -167,8 +172,11 @@ def _instances(
         entry.updated_at = record.recorded_at
         entry.last_position = record.position
         status = lifecycle_of_type(record.type)
-        if status is not None:
+        if status is not None and not entry.status.terminal:  # the first end is the status
             entry.status = status
+        if status is not None and decoding.is_fork_mark(record):
+            mark = decoding.fork_mark(app.codec, record)
+            entry.forked_to = mark.forked_to if mark is not None else None
     return seen.values()  # dicts keep insertion order: the order the instances began
 
 
@@ -200,4 +208,5 @@ def _summary(seen: _Seen, query: InstanceQuery, now: datetime) -> InstanceSummar
         first_position=seen.first_position,
         last_position=seen.last_position,
         stuck_after=limit if stuck else None,
+        forked_to=seen.forked_to,
     )

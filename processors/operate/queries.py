@@ -52,6 +52,8 @@ class InstanceView:
     history: list[HistoryEntry]
     state: Any
     status: Lifecycle
+    forked_to: str | None = None
+    """The stream of the generation this one was forked to (``None``: not forked)."""
 
     @property
     def version(self) -> str | None:
@@ -84,6 +86,7 @@ def show(store: EventStore, app: AppDefinition, stream: str) -> InstanceView:
         known = ", ".join(sorted(app.workflows)) or "none"
         raise KeyError(f"{stream!r} is not the stream of a workflow of {app.name!r} ({known})")
     workflow = registration.workflow
+    records = read_stream(store, stream)
     history = [
         HistoryEntry(
             revision=record.revision,
@@ -94,13 +97,17 @@ def show(store: EventStore, app: AppDefinition, stream: str) -> InstanceView:
             recorded_at=record.recorded_at,
             stored_metadata=record.metadata,
         )
-        for record in read_stream(store, stream)
+        for record in records
     ]
+    mark = decoding.fork_mark(app.codec, records[-1]) if records else None
     if registration.stored == "state":  # the stream is its outbox; the state is a row
         instance = load_instance(store, app, registration, stream)
     else:
         instance = advance(workflow, start(workflow), (entry.event for entry in history))
-    return InstanceView(stream, workflow.name, history, instance.state, instance.status)
+    forked_to = mark.forked_to if mark is not None else None
+    return InstanceView(
+        stream, workflow.name, history, instance.state, instance.status, forked_to
+    )
 
 
 def status(
