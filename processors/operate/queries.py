@@ -105,9 +105,7 @@ def show(store: EventStore, app: AppDefinition, stream: str) -> InstanceView:
     else:
         instance = advance(workflow, start(workflow), (entry.event for entry in history))
     forked_to = mark.forked_to if mark is not None else None
-    return InstanceView(
-        stream, workflow.name, history, instance.state, instance.status, forked_to
-    )
+    return InstanceView(stream, workflow.name, history, instance.state, instance.status, forked_to)
 
 
 def status(
