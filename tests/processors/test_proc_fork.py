@@ -12,9 +12,11 @@ from decider.processors import App, FakeClock, Service, show
 from decider.processors.app.errors import OperationError
 from decider.processors.client.forking import current_generation
 from decider.processors.commands.processor import CommandProcessor
+from decider.processors.group.membership import PartitionGroup
 from decider.processors.timers.processor import TimerProcessor
 from decider.stores.protocol import EventStore
 from tests.support.fork_app import CALLS, REMIND_AFTER, Order, Poke, make_app
+from tests.support.partitions import member
 from tests.support.stores import counts, events, types
 
 WAIT = 30.0
@@ -169,3 +171,31 @@ def test_a_generation_forks_again_and_inputs_follow_the_newest(
     assert CALLS[app_name, "ship"] == 1
     assert types(store, "Repair-o5~g2")[-1] == "Cancelled"
     assert "Received:repair.Poke" not in types(store, "Repair-o5~g2")
+
+
+def test_a_running_instance_forked_while_a_partitioned_group_runs_it(
+    store: EventStore, app_name: str
+) -> None:
+    """The group's workflow processor holds the instance in its cache; the fork's mark, appended
+    with the instance's revision as expected revision, makes its next commit conflict like any
+    other writer's, and the input is decided again in the new generation."""
+    app = make_app(app_name, repaired=True)
+    group = PartitionGroup(store, app, owner="solo", ttl=5)
+    with member(Service(app, store, group=group, clock=FakeClock())) as service:
+        app.publish(store, Order(order_id="o6", amount=5), "repair-inputs")
+        assert service.wait_until(
+            lambda: types(store, "Repair-o6")[-1:] == ["Received:repair.Shipped"], WAIT
+        )
+        assert service.wait_idle(WAIT)
+        plan = app.fork(store, "Repair", "o6", at=1, reason="decide it again")
+        assert [e.type for e in plan.anew] == []  # the same code: everything is reused
+        assert plan.carried == 2  # Charged and Shipped, received after revision 1
+        app.publish(store, Poke(order_id="o6"), "repair-inputs")
+        assert service.wait_until(
+            lambda: status(store, app, "Repair-o6~g2") is Lifecycle.COMPLETED, WAIT
+        )
+        assert service.wait_idle(WAIT)
+        assert service.errors == []
+    assert (CALLS[app_name, "charge"], CALLS[app_name, "ship"]) == (1, 1)
+    assert types(store, "Repair-o6")[-1] == "Cancelled"
+    assert "Received:repair.Poke" not in types(store, "Repair-o6")
