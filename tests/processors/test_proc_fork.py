@@ -14,6 +14,7 @@ from decider.processors.client.forking import current_generation
 from decider.processors.commands.processor import CommandProcessor
 from decider.processors.group.membership import PartitionGroup
 from decider.processors.timers.processor import TimerProcessor
+from decider.stores.leases import LeaseStore
 from decider.stores.protocol import EventStore
 from tests.support.fork_app import CALLS, REMIND_AFTER, Order, Poke, make_app
 from tests.support.partitions import member
@@ -180,6 +181,7 @@ def test_a_running_instance_forked_while_a_partitioned_group_runs_it(
     with the instance's revision as expected revision, makes its next commit conflict like any
     other writer's, and the input is decided again in the new generation."""
     app = make_app(app_name, repaired=True)
+    assert isinstance(store, LeaseStore)  # every store the tests open holds leases
     group = PartitionGroup(store, app, owner="solo", ttl=5)
     with member(Service(app, store, group=group, clock=FakeClock())) as service:
         app.publish(store, Order(order_id="o6", amount=5), "repair-inputs")
