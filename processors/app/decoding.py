@@ -91,12 +91,13 @@ def decode_timer(codec: Codec, record: RecordedEvent) -> Timer:
 
 
 _FORK_FIELD = b'"forked_to"'
+_CANCELLED = Kind.CANCELLED.value  # a plain str: compared faster than the enum member
 
 
 def is_fork_mark(record: RecordedEvent) -> bool:
     """Whether ``record`` ends a generation that was forked (a :class:`ForkMark`): a type
     comparison and, on a ``Cancelled`` event only, one search of its bytes."""
-    return record.type == Kind.CANCELLED and _FORK_FIELD in record.data
+    return record.type == _CANCELLED and _FORK_FIELD in record.data
 
 
 def fork_mark(codec: Codec, record: RecordedEvent) -> ForkMark | None:
