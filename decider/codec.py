@@ -106,7 +106,7 @@ _KIND_OF: dict[type[Any], str] = {cls: kind for kind, cls in _WRAPPING.items()}
 _EMPTY = b"{}"
 _OPTIONAL_TEXT = ("correlation_id", "causation_id", "workflow_version", "traceparent", "tracestate")
 """The metadata fields that are absent or a string (absent ones decode as ``None``)."""
-_REUSES = b'{"reuses":'
+_REUSES = b'"reuses"'
 _ENDINGS: dict[str, type[Failed | Cancelled]] = {Kind.FAILED: Failed, Kind.CANCELLED: Cancelled}
 
 
@@ -389,11 +389,14 @@ class Codec:
         the event with this metadata reuses (``"reuses"``, written by a fork:
         :mod:`decider.processors.client.forking`); ``None`` if none, or unreadable.
 
-        >>> Codec().reused_of(b'{"reuses":"c-1","message_id":"m"}'), Codec().reused_of(b"{}")
+        >>> Codec().reused_of(b'{"message_id":"m","reuses":"c-1"}'), Codec().reused_of(b"{}")
         ('c-1', None)
         """
-        if not metadata.startswith(_REUSES):
-            return None  # every event never forked: a look at its first bytes, no JSON parsed
+        if _REUSES not in metadata:
+            # Every event never forked: one search of the bytes, no JSON parsed. Not a look at
+            # the first bytes: a store may give the fields back in another order (KurrentDB's
+            # record properties).
+            return None
         try:
             reused = _json.loads(metadata).get("reuses")
         except Exception:  # any bad metadata: not JSON, not an object, too deep
@@ -402,15 +405,14 @@ class Codec:
 
     def with_reuse(self, metadata: bytes, reused: str) -> bytes:
         """Stored metadata JSON that also says the event reuses the effect of ``reused``
-        (:meth:`reused_of`), as its first field; every other field kept.
+        (:meth:`reused_of`); every other field kept.
 
         >>> Codec().reused_of(Codec().with_reuse(b'{"message_id": "m"}', "c-1"))
         'c-1'
         """
         doc = _json.loads(metadata) if metadata else {}
-        doc.pop("reuses", None)
-        # The first field, so that a reader tells an event that reuses none by its first bytes.
-        return _json.dumps_plain({"reuses": reused, **doc})
+        doc["reuses"] = reused
+        return _json.dumps_plain(doc)
 
     def with_ids(self, metadata: bytes, message_id: str, causation_id: str) -> bytes:
         """Stored metadata JSON with a new message id and causation id, every other field kept
