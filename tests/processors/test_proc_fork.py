@@ -10,7 +10,7 @@ import pytest
 from decider import Lifecycle
 from decider.processors import App, FakeClock, Service, list_parked, retry_parked, show
 from decider.processors.app.errors import InstanceEnded, OperationError
-from decider.processors.client.forking import current_generation
+from decider.processors.client.forking import current_generation, fork_point
 from decider.processors.commands.processor import CommandProcessor
 from decider.processors.group.membership import PartitionGroup
 from decider.processors.operate.skipped import list_skipped
@@ -131,6 +131,8 @@ def test_a_dry_run_writes_nothing_and_a_second_fork_finds_the_first(
 ) -> None:
     run_buggy(store, app_name, "o4")
     app = make_app(app_name, repaired=True)
+    assert fork_point(app, store, "Repair-o4") == 4  # Charged: decided otherwise now
+    assert fork_point(make_app(app_name, repaired=False), store, "Repair-o4") is None
     before = len(events(store))
     preview = app.fork(store, "Repair", "o4", at=4, reason="ship", dry_run=True)
     assert len(events(store)) == before
@@ -141,6 +143,8 @@ def test_a_dry_run_writes_nothing_and_a_second_fork_finds_the_first(
     assert len(events(store)) == before + len(done.events) + 1
     again = app.fork(store, "Repair-o4", at=4, reason="ship")
     assert again.already and again.generation == "Repair-o4~g2"
+    assert again.events == done.events
+    assert fork_point(app, store, "Repair-o4~g2") is None
     assert len(events(store)) == before + len(done.events) + 1
     with pytest.raises(OperationError, match="forked to Repair-o4~g2 at revision 4"):
         app.fork(store, "Repair-o4", at=2, reason="ship")
