@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import attrs
 
 from decider.codec import BEGAN
-from decider.processors.app.decoding import decode_event, decode_metadata
+from decider.processors.app.decoding import decode_event, decode_metadata, is_fork_mark
 from decider.processors.app.definition import AppDefinition, WorkflowRegistration
 from decider.processors.engine.reading import read_all, read_stream
 from decider.stores.protocol import EventStore, Filter, RecordedEvent
@@ -41,7 +41,8 @@ def replay_stored(
     store: EventStore, app: AppDefinition, *, workflow: str | None = None, limit: int | None = None
 ) -> list[StoredReplay]:
     """Replay the stored instances of ``app``'s workflows (or of one), in the order they began,
-    at most ``limit`` of them; one :class:`StoredReplay` each.
+    at most ``limit`` of them; one :class:`StoredReplay` each. A generation that was forked
+    (:mod:`decider.processors.client.forking`) is left out: the new generation is replayed.
 
     Raises :class:`KeyError` for a ``workflow`` the app does not have, and
     :class:`~decider.stores.errors.CorruptEvent` for a stored event that cannot be decoded.
@@ -59,6 +60,8 @@ def replay_stored(
         if registration is None or registration not in registrations:
             continue
         records = read_stream(store, began.stream)
+        if records and is_fork_mark(records[-1]):
+            continue  # a generation that was forked: its newest generation is what counts
         history = [decode_event(app.codec, record) for record in records]
         report = replay_check(
             registration.workflow,

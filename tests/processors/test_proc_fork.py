@@ -13,6 +13,7 @@ from decider.processors.app.errors import InstanceEnded, OperationError
 from decider.processors.client.forking import current_generation, fork_point
 from decider.processors.commands.processor import CommandProcessor
 from decider.processors.group.membership import PartitionGroup
+from decider.processors.operate.replay_check import replay_stored
 from decider.processors.operate.skipped import list_skipped
 from decider.processors.timers.processor import TimerProcessor
 from decider.stores.leases import LeaseStore
@@ -98,6 +99,8 @@ def test_a_forked_instance_completes_as_the_fixed_code_says_reusing_what_was_don
     assert CALLS[app_name, "charge"] == 2  # o1's and o2's, before the fork: none again
     assert CALLS[app_name, "ship"] == 1
     assert types(store, "Repair-o1")[:-1] == OLD  # the old generation got nothing more
+    replayed = {r.stream: r.report.ok for r in replay_stored(store, app)}
+    assert replayed == {"Repair-o2": False, "Repair-o1~g2": True}  # o1 was repaired
     assert types(store, "Repair-o1~g2")[-2:] == ["Received:repair.Poke", "Completed"]
     assert status(store, app, "Repair-o2") is Lifecycle.FAILED  # not forked: as it was
 
