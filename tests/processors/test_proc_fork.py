@@ -5,6 +5,9 @@ later inputs and timers reach only the new generation."""
 
 from __future__ import annotations
 
+import threading
+import urllib.request
+
 import pytest
 
 from decider import Lifecycle
@@ -12,6 +15,7 @@ from decider.processors import App, FakeClock, Service, list_parked, retry_parke
 from decider.processors.app.errors import InstanceEnded, OperationError
 from decider.processors.client.forking import current_generation, fork_point
 from decider.processors.commands.processor import CommandProcessor
+from decider.processors.console import Console, make_server
 from decider.processors.group.membership import PartitionGroup
 from decider.processors.operate.replay_check import replay_stored
 from decider.processors.operate.skipped import list_skipped
@@ -266,3 +270,36 @@ def test_a_result_of_a_command_the_new_generation_does_not_reuse_reaches_no_gene
     assert CALLS[app_name, "charge"] == 3
     assert types(store, "Repair-o8~g2").count("Received:repair.Charged") == 1
     assert "Received:repair.Charged" not in types(store, "Repair-o8")
+
+
+def test_the_console_names_the_fork_and_a_cancel_goes_to_the_newest_generation(
+    store: EventStore, app_name: str
+) -> None:
+    run_buggy(store, app_name, "o9")
+    app = make_app(app_name, repaired=True)
+    app.fork(store, "Repair", "o9", at=4, reason="ship charged orders")
+    console = Console(app, store)
+    server = make_server(console)
+    host, port = server.server_address[:2]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://{host!s}:{port}/instance?stream=Repair-o9"
+        with urllib.request.urlopen(url, timeout=30) as answer:
+            page = answer.read().decode()
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+    assert "<b>Forked</b> to" in page
+    assert "/instance?stream=Repair-o9~g2" in page
+
+    request = app.cancel(store, "Repair", "o9", reason="no longer wanted")
+    assert request.stream == "Repair-o9" and not request.already
+    with Service(app, store, clock=FakeClock()) as service:
+        assert service.wait_until(
+            lambda: status(store, app, "Repair-o9~g2") is Lifecycle.CANCELLED, WAIT
+        )
+        assert service.wait_idle(WAIT)
+    assert types(store, "Repair-o9")[-1] == "Cancelled"  # the fork's mark, nothing after it
+    assert len(types(store, "Repair-o9")) == len(OLD) + 1
