@@ -292,8 +292,8 @@ def plan_fork(
     the commands and timers it reuses that ``stream`` received later. Raises
     :class:`~decider.processors.app.errors.OperationError` for a stream of no event-sourced
     workflow of ``app``, one with no events, a revision before the first input or after the
-    last event, a generation already forked at another revision, or an ``evolve`` that now
-    raises on what the new generation records.
+    last event, a generation already forked at another revision, an event that cannot be
+    decoded, or an ``evolve`` that now raises on what the new generation records.
     """
     registration = app.workflow_of_stream(stream)
     if registration is None:
@@ -319,9 +319,15 @@ def plan_fork(
                 f"to fork it again, fork {done.forked_to}"
             )
         # The plan it was made by: the same inputs, the same derived ids (by this code).
-        redone = _plan(app, store, registration, stream, records[:-1], at=done.at, why=done.why)
+        try:
+            redone = _plan(app, store, registration, stream, records[:-1], at=done.at, why=done.why)
+        except CorruptEvent as exc:
+            raise OperationError(f"{stream} cannot be forked: {exc}") from exc
         return attrs.evolve(redone, already=True, appends=())
-    return _plan(app, store, registration, stream, records, at=at, why=reason.strip())
+    try:
+        return _plan(app, store, registration, stream, records, at=at, why=reason.strip())
+    except CorruptEvent as exc:
+        raise OperationError(f"{stream} cannot be forked: {exc}") from exc
 
 
 def _plan(
