@@ -96,7 +96,9 @@ class PlannedEvent:
     """One event the new generation records: its revision there, stored type and event.
 
     ``reuses`` is the id of the old command or timer whose effect it reuses (``None``: not
-    reused); ``anew`` says it is a command or timer that will be carried out anew.
+    reused), ``reuses_revision`` the revision of the event that recorded it in the generation
+    forked (``None`` where that is not known: a fork read back); ``anew`` says it is a command
+    or timer that will be carried out anew.
     """
 
     revision: int
@@ -104,10 +106,13 @@ class PlannedEvent:
     event: WorkflowEvent[Any, Any]
     reuses: str | None = None
     anew: bool = False
+    reuses_revision: int | None = None
 
     def __str__(self) -> str:
-        note = f"  (reuses {self.reuses})" if self.reuses else "  (carried out anew)" * self.anew
-        return f"#{self.revision} {self.type}{note}"
+        if self.reuses is not None:
+            where = f"#{self.reuses_revision}" if self.reuses_revision is not None else self.reuses
+            return f"#{self.revision} {self.type}  (reuses {where})"
+        return f"#{self.revision} {self.type}" + "  (carried out anew)" * self.anew
 
     def as_json(self) -> dict[str, object]:
         """As a JSON object."""
@@ -116,6 +121,7 @@ class PlannedEvent:
             "type": self.type,
             "event": repr(self.event),
             "reuses": self.reuses,
+            "reuses_revision": self.reuses_revision,
             "anew": self.anew,
         }
 
@@ -300,11 +306,8 @@ def plan_fork(
     records = read_stream(store, stream)
     if not records:
         raise OperationError(f"instance {stream!r} has no events")
-    last = records[-1].revision
-    instance, number = streams.generation_of(stream)
-    codec = app.codec
     try:
-        done = decoding.fork_mark(codec, records[-1])
+        done = decoding.fork_mark(app.codec, records[-1])
     except CorruptEvent as exc:
         raise OperationError(f"{stream} ends with a fork that cannot be read: {exc}") from exc
     if done is not None:
@@ -312,7 +315,27 @@ def plan_fork(
             raise OperationError(
                 f"{stream} was {done.reason.split(':')[0]}; to fork it again, fork {done.forked_to}"
             )
-        return _done(store, app, stream, records, done)
+        # The plan it was made by: the same inputs, the same derived ids (by this code).
+        redone = _plan(app, store, registration, stream, records[:-1], at=done.at, why=done.why)
+        return attrs.evolve(redone, already=True, appends=())
+    return _plan(app, store, registration, stream, records, at=at, why=reason.strip())
+
+
+def _plan(
+    app: AppDefinition,
+    store: EventStore,
+    registration: WorkflowRegistration,
+    stream: str,
+    records: list[RecordedEvent],
+    *,
+    at: int,
+    why: str,
+) -> ForkPlan:
+    """The plan of a fork of ``stream``, whose events (up to the fork, if it was) are
+    ``records``, at revision ``at``."""
+    last = records[-1].revision
+    instance, number = streams.generation_of(stream)
+    codec = app.codec
     if not 1 <= at <= last:
         raise OperationError(
             f"revision {at} is not a revision of {stream} after its first event "
@@ -330,7 +353,6 @@ def plan_fork(
     earlier_void = _earlier_void(store, app, instance, number)
     reused = builder.reused_roots()
     void = sorted((earlier_void | history.outbox_roots()) - reused)
-    why = reason.strip()
     mark = ForkMark(
         reason=f"forked to {generation} at revision {at}: {why}",
         instance=instance,
@@ -388,39 +410,6 @@ def current_generation(app: AppDefinition, store: EventStore, stream: str) -> st
             return stream
         stream = mark.forked_to
         seen.add(stream)
-
-
-def _done(
-    store: EventStore,
-    app: AppDefinition,
-    stream: str,
-    records: list[RecordedEvent],
-    mark: ForkMark,
-) -> ForkPlan:
-    """The plan of a fork ``stream`` recorded before (``already``)."""
-    generation = read_stream(store, mark.forked_to)
-    planned = []
-    for record in generation:
-        event = decoding.decode_event(app.codec, record)
-        reuses = app.codec.reused_of(record.metadata)
-        outbox = event_kind(record.type) in _OUTBOX_KINDS
-        planned.append(
-            PlannedEvent(record.revision, record.type, event, reuses, outbox and not reuses)
-        )
-    inputs = sum(isinstance(p.event, _INPUT_EVENTS) for p in planned)
-    return ForkPlan(
-        instance=mark.instance,
-        source=stream,
-        generation=mark.forked_to,
-        number=streams.generation_of(mark.forked_to)[1],
-        at=mark.at,
-        reason=mark.why,
-        source_revision=records[-1].revision - 1,
-        inputs=inputs,
-        carried=0,
-        events=tuple(planned),
-        already=True,
-    )
 
 
 def _earlier_void(store: EventStore, app: AppDefinition, instance: str, number: int) -> set[str]:
@@ -567,10 +556,11 @@ class _Builder:
         outbox = event_kind(type_name) in _OUTBOX_KINDS
         match = next((i for i, (e, _) in enumerate(old) if e == event), None) if outbox else None
         reuses: str | None = None
+        reuses_revision: int | None = None
         recorded_at: datetime | None = None
         if match is not None:
             _, record = old.pop(match)
-            reuses = self.history.root(record)
+            reuses, reuses_revision = self.history.root(record), record.revision
             self._reused[reuses] = type_name
             if isinstance(event, Scheduled):
                 # Due when the old one was: the old recorded time, as the timer reads it.
@@ -592,7 +582,9 @@ class _Builder:
         revision = len(self.new)
         self.new.append(NewEvent(new_id, type_name, data, metadata))
         self.planned.append(
-            PlannedEvent(revision, type_name, event, reuses, outbox and reuses is None)
+            PlannedEvent(
+                revision, type_name, event, reuses, outbox and reuses is None, reuses_revision
+            )
         )
 
     def carry_results(self, store: EventStore) -> int:
