@@ -72,6 +72,7 @@ from decider.stores.protocol import (
     StreamAppend,
     TransactionalStore,
 )
+from decider.testing import replay_check
 from decider.testing.spec import deliver
 
 __all__ = [
@@ -80,6 +81,7 @@ __all__ = [
     "commit_fork",
     "current_generation",
     "fork",
+    "fork_point",
     "plan_fork",
 ]
 
@@ -391,6 +393,28 @@ def _plan(
         skipped=tuple(builder.skipped),
         appends=tuple(appends),
     )
+
+
+def fork_point(app: AppDefinition, store: EventStore, stream: str) -> int | None:
+    """The revision to fork the generation ``stream`` at so that the current code decides
+    again from the first input it would decide otherwise (the input of the first difference
+    :func:`decider.testing.replay_check` finds, as ``decider replay-check`` does); ``None``
+    where the current code records what ``stream`` holds (or it has no events). Reads only.
+
+    Raises :class:`~decider.processors.app.errors.OperationError` for a stream of no workflow
+    of ``app``.
+    """
+    registration = app.workflow_of_stream(stream)
+    if registration is None:
+        raise OperationError(f"{stream!r} is not the stream of a workflow of {app.name!r}")
+    records = [r for r in read_stream(store, stream) if not decoding.is_fork_mark(r)]
+    history = [decoding.decode_event(app.codec, record) for record in records]
+    report = replay_check(
+        registration.workflow, history, decides_cancel=CANCEL_TYPE in registration.inputs
+    )
+    if report.difference is None:
+        return None
+    return max(1, report.difference.input_revision)
 
 
 def current_generation(app: AppDefinition, store: EventStore, stream: str) -> str:

@@ -177,11 +177,18 @@ def retry_parked(
 
 def check_instance_running(store: EventStore, app: AppDefinition, command: ParkedCommand) -> None:
     """:class:`~decider.processors.app.errors.InstanceEnded` if ``command`` was sent by a workflow
-    instance that has ended since (a command of no instance passes)."""
+    instance that has ended since (a command of no instance passes). A command a fork's new
+    generation reuses is the new generation's (:mod:`decider.processors.client.forking`)."""
     if app.workflow_of_stream(command.stream) is None:
         return
+    records = read_stream(store, command.stream)
+    mark = decoding.fork_mark(app.codec, records[-1]) if records else None
+    while mark is not None and command.command_id in mark.reused:
+        # A fork's new generation reuses the command: its result goes there, whose status counts.
+        records = read_stream(store, mark.forked_to)
+        mark = decoding.fork_mark(app.codec, records[-1]) if records else None
     ended: Lifecycle | None = None
-    for record in read_stream(store, command.stream):
+    for record in records:
         status = lifecycle_of_type(record.type)
         if status is not None and status.terminal:
             ended = status

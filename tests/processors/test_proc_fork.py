@@ -8,15 +8,16 @@ from __future__ import annotations
 import pytest
 
 from decider import Lifecycle
-from decider.processors import App, FakeClock, Service, show
-from decider.processors.app.errors import OperationError
-from decider.processors.client.forking import current_generation
+from decider.processors import App, FakeClock, Service, list_parked, retry_parked, show
+from decider.processors.app.errors import InstanceEnded, OperationError
+from decider.processors.client.forking import current_generation, fork_point
 from decider.processors.commands.processor import CommandProcessor
 from decider.processors.group.membership import PartitionGroup
+from decider.processors.operate.skipped import list_skipped
 from decider.processors.timers.processor import TimerProcessor
 from decider.stores.leases import LeaseStore
 from decider.stores.protocol import EventStore
-from tests.support.fork_app import CALLS, REMIND_AFTER, Order, Poke, make_app
+from tests.support.fork_app import CALLS, DECLINED, REMIND_AFTER, Order, Poke, make_app
 from tests.support.partitions import member
 from tests.support.stores import counts, events, types
 
@@ -130,6 +131,8 @@ def test_a_dry_run_writes_nothing_and_a_second_fork_finds_the_first(
 ) -> None:
     run_buggy(store, app_name, "o4")
     app = make_app(app_name, repaired=True)
+    assert fork_point(app, store, "Repair-o4") == 4  # Charged: decided otherwise now
+    assert fork_point(make_app(app_name, repaired=False), store, "Repair-o4") is None
     before = len(events(store))
     preview = app.fork(store, "Repair", "o4", at=4, reason="ship", dry_run=True)
     assert len(events(store)) == before
@@ -140,6 +143,8 @@ def test_a_dry_run_writes_nothing_and_a_second_fork_finds_the_first(
     assert len(events(store)) == before + len(done.events) + 1
     again = app.fork(store, "Repair-o4", at=4, reason="ship")
     assert again.already and again.generation == "Repair-o4~g2"
+    assert again.events == done.events
+    assert fork_point(app, store, "Repair-o4~g2") is None
     assert len(events(store)) == before + len(done.events) + 1
     with pytest.raises(OperationError, match="forked to Repair-o4~g2 at revision 4"):
         app.fork(store, "Repair-o4", at=2, reason="ship")
@@ -201,3 +206,60 @@ def test_a_running_instance_forked_while_a_partitioned_group_runs_it(
     assert (CALLS[app_name, "charge"], CALLS[app_name, "ship"]) == (1, 1)
     assert types(store, "Repair-o6")[-1] == "Cancelled"
     assert "Received:repair.Poke" not in types(store, "Repair-o6")
+
+
+def parked_charge(store: EventStore, name: str, order: str) -> str:
+    """``order`` through the buggy code while its card is declined: its charge is parked and
+    the instance waits; the parked command's id."""
+    buggy = make_app(name, repaired=False)
+    DECLINED.add(order)
+    with Service(buggy, store, clock=FakeClock()) as service:
+        buggy.publish(store, Order(order_id=order, amount=5), "repair-inputs")
+        assert service.wait_until(lambda: len(list_parked(store, buggy)) == 1, WAIT)
+        assert service.wait_idle(WAIT)
+    (parked,) = list_parked(store, buggy)
+    return parked.command_id
+
+
+def test_a_parked_command_the_new_generation_reuses_is_retried_for_it(
+    store: EventStore, app_name: str
+) -> None:
+    command_id = parked_charge(store, app_name, "o7")
+    app = make_app(app_name, repaired=True)
+    plan = app.fork(store, "Repair", "o7", at=1, reason="declined cards are fixed")
+    assert command_id in [e.reuses for e in plan.reused]
+    DECLINED.discard("o7")
+    retry_parked(store, app, command_id)  # allowed: the new generation is running
+    with Service(app, store, clock=FakeClock()) as service:
+        assert service.wait_until(
+            lambda: types(store, "Repair-o7~g2")[-1:] == ["Received:repair.Shipped"], WAIT
+        )
+        assert service.wait_idle(WAIT)
+    assert (CALLS[app_name, "charge"], CALLS[app_name, "ship"]) == (2, 1)  # declined, then paid
+    assert "Received:repair.Charged" not in types(store, "Repair-o7")
+
+
+def test_a_result_of_a_command_the_new_generation_does_not_reuse_reaches_no_generation(
+    store: EventStore, app_name: str
+) -> None:
+    command_id = parked_charge(store, app_name, "o8")
+    app = make_app(app_name, repaired=True, surcharge=1)  # charges 6, not 5: a new command
+    plan = app.fork(store, "Repair", "o8", at=1, reason="charge the fee")
+    assert [e.type for e in plan.anew] == ["Sent:repair.Charge"]
+    with pytest.raises(InstanceEnded):
+        retry_parked(store, app, command_id)
+    DECLINED.discard("o8")
+    retry_parked(store, app, command_id, force=True)
+    with Service(app, store, clock=FakeClock()) as service:
+        assert service.wait_until(
+            lambda: any("does not reuse it" in s.reason for s in list_skipped(store, app)), WAIT
+        )
+        assert service.wait_until(
+            lambda: types(store, "Repair-o8~g2")[-1:] == ["Received:repair.Shipped"], WAIT
+        )
+        assert service.wait_idle(WAIT)
+    # The old charge (declined, then forced), and the new one: the new generation got the new
+    # one's result only.
+    assert CALLS[app_name, "charge"] == 3
+    assert types(store, "Repair-o8~g2").count("Received:repair.Charged") == 1
+    assert "Received:repair.Charged" not in types(store, "Repair-o8")

@@ -30,10 +30,13 @@ from decider import (
     WorkflowEvent,
     message,
 )
-from decider.processors import App, by_correlation
+from decider.processors import App, RetryPolicy, by_correlation
 
 CALLS: collections.Counter[tuple[str, str]] = collections.Counter()
 """How many times each (app name, handler) was called in this process."""
+
+DECLINED: set[str] = set()
+"""The orders whose charge fails now (it is parked at its first failure)."""
 
 REMIND_AFTER = timedelta(hours=1)
 
@@ -97,12 +100,12 @@ def evolve(state: State, event: WorkflowEvent[Any, Any]) -> State:
     return state
 
 
-def _decide(fixed: bool) -> Any:
+def _decide(fixed: bool, surcharge: int = 0) -> Any:
     def decide(input: Any, state: State) -> Sequence[Command[Any]]:
         match input:
             case Order(order_id=oid, amount=amount):
                 return [
-                    Send(Charge(order_id=oid, amount=amount)),
+                    Send(Charge(order_id=oid, amount=amount + surcharge)),
                     Schedule(REMIND_AFTER, Remind(order_id=oid)),
                 ]
             case Charged(order_id=oid):
@@ -124,11 +127,15 @@ def _order_id(msg: Order | Poke, _: Metadata) -> str:
     return msg.order_id
 
 
-def make_app(name: str, *, repaired: bool) -> App:
-    """The app named ``name``, with the buggy ``decide`` or the fixed one."""
+def make_app(name: str, *, repaired: bool, surcharge: int = 0) -> App:
+    """The app named ``name``, with the buggy ``decide`` or the fixed one (which charges
+    ``surcharge`` more than the order's amount, if given)."""
     app = App(name)
+    chosen = fixed if repaired else buggy
+    if surcharge:
+        chosen = attrs.evolve(chosen, decide=_decide(fixed=repaired, surcharge=surcharge))
     app.workflow(
-        fixed if repaired else buggy,
+        chosen,
         inputs={
             Order: _order_id,
             Poke: _order_id,
@@ -138,9 +145,11 @@ def make_app(name: str, *, repaired: bool) -> App:
         },
     )
 
-    @app.handler(Charge)
+    @app.handler(Charge, retry=RetryPolicy(max_attempts=1))
     def charge(command: Charge, command_id: str) -> list[object]:
         CALLS[name, "charge"] += 1
+        if command.order_id in DECLINED:
+            raise RuntimeError(f"the card of order {command.order_id} was declined")
         return [Charged(order_id=command.order_id)]
 
     @app.handler(Ship)
