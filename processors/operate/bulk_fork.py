@@ -2,10 +2,11 @@
 the current code parts from its history.
 
 :func:`fork_many` (``decider fork --workflow NAME --where failed --since TIME``) lists the
-instances with :func:`~decider.processors.operate.listing.list_instances`, replays each with
-:func:`~decider.processors.operate.replay_check.replay_stream`, and forks it with
-:func:`~decider.processors.client.forking.fork` at the input before its first difference: the
-new generation decides that input, and every one before it, with the current code. An
+instances with :func:`~decider.processors.operate.listing.list_instances`, finds in each the
+input of the first difference replay-check finds
+(:func:`~decider.processors.client.forking.fork_point`), and forks it there with
+:func:`~decider.processors.client.forking.fork`: the new generation decides that input, and
+every one before it, with the current code. An
 instance is left as it is, with the reason, when it replays the same (nothing to repair), was
 forked already (its newest generation is an instance of its own, selected or not by the same
 query), or cannot be forked (the fork's error, e.g. a workflow that keeps its state in a row).
@@ -25,9 +26,8 @@ import attrs
 from decider import Lifecycle
 from decider.processors.app.definition import AppDefinition
 from decider.processors.app.errors import OperationError
-from decider.processors.client.forking import ForkPlan, fork
+from decider.processors.client.forking import ForkPlan, fork, fork_point
 from decider.processors.operate.listing import InstanceQuery, InstanceSummary, list_instances
-from decider.processors.operate.replay_check import replay_stream
 from decider.stores.errors import CorruptEvent
 from decider.stores.protocol import EventStore
 
@@ -39,13 +39,12 @@ class InstanceFork:
     """What a bulk fork did with one instance it selected: forked it (or, in a dry run, would
     fork it) by ``plan``, or left it, for the reason ``why_not``.
 
-    ``difference`` is the replay's first difference in words (``None``: none found), ``at``
-    the revision forked at (the input the difference came from).
+    ``at`` is the revision it was forked at (the input of the first difference), ``None`` where
+    none was found.
     """
 
     stream: str
     status: Lifecycle
-    difference: str | None = None
     at: int | None = None
     plan: ForkPlan | None = None
     why_not: str | None = None
@@ -79,7 +78,6 @@ class InstanceFork:
             "generation": plan.generation if plan is not None else None,
             "reused": len(plan.reused) if plan is not None else 0,
             "anew": len(plan.anew) if plan is not None else 0,
-            "difference": self.difference,
             "why_not": self.why_not,
             "plan": plan.as_json() if plan is not None else None,
         }
@@ -120,8 +118,6 @@ class BulkFork:
         for instance in self.instances:
             lines.append(instance.line(self.dry_run))
             if self.dry_run and instance.plan is not None:
-                first = (instance.difference or "").splitlines()[:1]
-                lines.extend(f"  first difference: {line}" for line in first)
                 lines.extend(f"  {line}" for line in instance.plan.lines()[2:])
         lines.append(self.summary())
         return lines
@@ -180,18 +176,17 @@ def _fork_one(
             f"{registration.stored!r}): only event-sourced instances can be forked",
         )
     try:
-        difference = replay_stream(store, app, stream).report.difference
+        at = fork_point(app, store, stream)
     except CorruptEvent as exc:
         return InstanceFork(stream, status, why_not=f"its history cannot be read: {exc}")
-    if difference is None:
+    except OperationError as exc:
+        return InstanceFork(stream, status, why_not=str(exc))
+    if at is None:
         return InstanceFork(stream, status, why_not="it replays the same: no difference found")
-    said = str(difference)
-    at = difference.input_revision
     try:
         plan = fork(app, store, stream, at=at, reason=reason, dry_run=dry_run)
     except OperationError as exc:
-        return InstanceFork(stream, status, said, at, why_not=str(exc))
+        return InstanceFork(stream, status, at, why_not=str(exc))
     if plan.already:
-        already = f"forked already, to {plan.generation}"
-        return InstanceFork(stream, status, said, at, why_not=already)
-    return InstanceFork(stream, status, said, at, plan)
+        return InstanceFork(stream, status, at, why_not=f"forked already, to {plan.generation}")
+    return InstanceFork(stream, status, at, plan)

@@ -1,9 +1,9 @@
 """Replay checks of stored instances: would the current code record what the store holds?
 
 :func:`replay_stored` reads instance streams of an App's workflows from a store and replays
-each through the current ``decide`` and ``evolve`` with :func:`decider.testing.replay_check`
-(:func:`replay_stream` one of them); :func:`assert_stored_replays` is the pytest helper, and
-``decider replay-check`` the command line. Reading only: nothing is written to the store.
+each through the current ``decide`` and ``evolve`` with :func:`decider.testing.replay_check`;
+:func:`assert_stored_replays` is the pytest helper, and ``decider replay-check`` the command
+line. Reading only: nothing is written to the store.
 """
 
 from __future__ import annotations
@@ -58,35 +58,16 @@ def replay_stored(
         registration = app.workflow_of_stream(began.stream)
         if registration is None or registration not in registrations:
             continue
-        replays.append(_replay(store, app, registration, began.stream))
+        records = read_stream(store, began.stream)
+        history = [decode_event(app.codec, record) for record in records]
+        report = replay_check(
+            registration.workflow,
+            history,
+            decides_cancel=_CANCEL_REQUESTED in registration.inputs,
+        )
+        version = decode_metadata(app.codec, records[0]).workflow_version if records else None
+        replays.append(StoredReplay(began.stream, version, report))
     return replays
-
-
-def replay_stream(store: EventStore, app: AppDefinition, stream: str) -> StoredReplay:
-    """Replay the one stored instance ``stream`` of ``app`` (as :func:`replay_stored` replays
-    each).
-
-    Raises :class:`KeyError` for a stream of no workflow of ``app``, and
-    :class:`~decider.stores.errors.CorruptEvent` for a stored event that cannot be decoded.
-    """
-    registration = app.workflow_of_stream(stream)
-    if registration is None:
-        raise KeyError(f"{stream!r} is not the stream of a workflow of {app.name!r}")
-    return _replay(store, app, registration, stream)
-
-
-def _replay(
-    store: EventStore, app: AppDefinition, registration: WorkflowRegistration, stream: str
-) -> StoredReplay:
-    records = read_stream(store, stream)
-    history = [decode_event(app.codec, record) for record in records]
-    report = replay_check(
-        registration.workflow,
-        history,
-        decides_cancel=_CANCEL_REQUESTED in registration.inputs,
-    )
-    version = decode_metadata(app.codec, records[0]).workflow_version if records else None
-    return StoredReplay(stream, version, report)
 
 
 def assert_stored_replays(

@@ -44,11 +44,9 @@ def test_every_failed_instance_is_forked_where_it_first_differs_and_completes(
     assert [(i.stream, i.at) for i in preview.forked] == [("Repair-b1", 4), ("Repair-b2", 4)]
     assert preview.summary() == "2 instance(s) selected: 2 would be forked, 0 not"
     first = preview.instances[0]
-    assert first.difference is not None and first.difference.startswith("differs at #5")
     assert first.plan is not None
     assert (len(first.plan.reused), [e.type for e in first.plan.anew]) == (2, ["Sent:repair.Ship"])
     text = "\n".join(preview.lines())
-    assert "\n  first difference: differs at #5 (input Charged(" in text
     assert "\n    #5 Sent:repair.Ship  (carried out anew)\n" in text
 
     done = fork_many(store, app, FAILED, reason="ship charged orders")
