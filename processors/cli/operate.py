@@ -604,7 +604,7 @@ def _fork_many(args: argparse.Namespace) -> int:
         emit(report.lines())
     if not report.forked:
         done = "would be forked" if args.dry_run else "was forked"
-        raise CliError(f"nothing {done}: {report.summary()}")
+        raise CliError(f"nothing {done} ({len(report.instances)} instance(s) selected)")
     return 0
 
 
