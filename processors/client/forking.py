@@ -57,7 +57,7 @@ from decider import (
     event_id,
     start,
 )
-from decider.codec import COMMAND_KINDS, TIMER_KINDS, Kind, describe, event_kind
+from decider.codec import COMMAND_KINDS, TIMER_KINDS, Kind, describe, event_kind, parse_type
 from decider.processors.app import decoding, streams
 from decider.processors.app.definition import AppDefinition, WorkflowRegistration
 from decider.processors.app.errors import OperationError
@@ -315,7 +315,8 @@ def plan_fork(
     if done is not None:
         if done.at != at:
             raise OperationError(
-                f"{stream} was {done.reason.split(':')[0]}; to fork it again, fork {done.forked_to}"
+                f"{stream} was forked to {done.forked_to} at revision {done.at}; "
+                f"to fork it again, fork {done.forked_to}"
             )
         # The plan it was made by: the same inputs, the same derived ids (by this code).
         redone = _plan(app, store, registration, stream, records[:-1], at=done.at, why=done.why)
@@ -636,7 +637,7 @@ class _Builder:
         if kind in TIMER_KINDS:
             yield from read_stream(store, streams.timer_stream(root))
         elif kind == Kind.SENT:
-            command_type = type_name.partition(":")[2]
+            command_type = parse_type(type_name)[1]
             handler = self.app.handlers.get(command_type)
             if handler is not None:
                 yield from read_stream(store, streams.results_stream(handler.name, root))
