@@ -192,13 +192,16 @@ def instance_page(
     payloads: Sequence[tuple[str, str]],
     *,
     end_reason: str | None = None,
+    fork_at: int | None = None,
 ) -> str:
     """One instance: how it ended (failed or cancelled: the reason, first; forked: the new
     generation, linked), summary and state,
     its diagram with its path, parked commands, and its timeline (one line per event, its
-    payload and metadata opened on demand).
+    payload and metadata opened on demand; with actions allowed, a fork button on each input).
 
-    ``payloads`` holds each event's JSON payload and metadata JSON, in history order.
+    ``payloads`` holds each event's JSON payload and metadata JSON, in history order;
+    ``fork_at`` the revision of the input where the current code first decides otherwise
+    (replay-check's first difference), said and marked on the timeline.
     """
     ended = ""
     if view.status in (Lifecycle.FAILED, Lifecycle.CANCELLED):
@@ -241,12 +244,12 @@ def instance_page(
         if parked
         else ""
     )
-    forkable = _forkable(chrome, view)
+    can_fork = forkable(chrome, view)
     items = []
     for entry, (payload, metadata) in zip(view.history, payloads, strict=True):
         fork = (
-            _fork_button(view.stream, entry.revision)
-            if forkable and isinstance(entry.event, _INPUTS)
+            _fork_button(view.stream, entry.revision, entry.revision == fork_at)
+            if can_fork and isinstance(entry.event, _INPUTS)
             else ""
         )
         items.append(
@@ -261,9 +264,14 @@ def instance_page(
     fork_hint = (
         " <b>Fork from here</b> on an input previews, then begins, a new generation that "
         "decides the inputs up to it again with the current code."
-        if forkable
+        if can_fork
         else ""
     )
+    if can_fork and fork_at is not None:
+        fork_hint += (
+            f" The current code first decides otherwise at input #{fork_at} (what "
+            "<code>decider replay-check</code> finds): fork from there to repair it."
+        )
     timeline = (
         '<section><h2>Timeline</h2><p class="hint">One line per event; open one for its '
         f'payload and metadata.{fork_hint}</p><ol class="timeline">{"".join(items)}</ol></section>'
@@ -634,7 +642,7 @@ def _fork_note(event: PlannedEvent) -> str:
     return "carried out anew" if event.anew else ""
 
 
-def _forkable(chrome: Chrome, view: InstanceView) -> bool:
+def forkable(chrome: Chrome, view: InstanceView) -> bool:
     """Whether the instance page offers to fork: actions allowed, an event-sourced workflow,
     and an instance not forked already."""
     registration = chrome.app.workflows.get(view.workflow)
@@ -646,9 +654,10 @@ def _forkable(chrome: Chrome, view: InstanceView) -> bool:
     )
 
 
-def _fork_button(stream: str, revision: int) -> str:
+def _fork_button(stream: str, revision: int, suggested: bool) -> str:
     link = href("/confirm", action="fork", id=stream, at=revision)
-    return f'<a class="button fork" href="{link}">Fork from here</a>'
+    css = "button fork suggested" if suggested else "button fork"
+    return f'<a class="{css}" href="{link}">Fork from here</a>'
 
 
 def _button(chrome: Chrome, action: str, target: str, text: str) -> str:

@@ -35,7 +35,7 @@ from decider.diagram import Diagram
 from decider.processors.app.definition import AppDefinition
 from decider.processors.app.errors import InstanceEnded, NotParked, OperationError
 from decider.processors.client.cancelling import request_cancel
-from decider.processors.client.forking import ForkPlan, commit_fork, plan_fork
+from decider.processors.client.forking import ForkPlan, commit_fork, fork_point, plan_fork
 from decider.processors.console import data, pages
 from decider.processors.operate import skipped
 from decider.processors.operate.queries import list_parked, retry_parked, show
@@ -339,8 +339,20 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             )
             for e in view.history
         ]
+        fork_at = None
+        if pages.forkable(self.chrome, view):
+            try:
+                fork_at = fork_point(console.app, console.store, stream)
+            except (OperationError, CorruptEvent):
+                fork_at = None  # no suggestion; the page shows the instance all the same
         return pages.instance_page(
-            self.chrome, view, drawn, parked, payloads, end_reason=data.end_reason(view)
+            self.chrome,
+            view,
+            drawn,
+            parked,
+            payloads,
+            end_reason=data.end_reason(view),
+            fork_at=fork_at,
         )
 
     def _workflow_name(self, name: str) -> str:

@@ -65,6 +65,9 @@ def test_fork_from_an_input_previews_then_forks(acting: Running, store: SqliteEv
     page = acting.request(f"/instance?stream={STREAM}")[2]
     assert page.count("Fork from here</a>") == 2  # the order (#1) and the charge's result (#4)
     assert fork_link(STREAM, 1) in page and fork_link(STREAM, 4) in page
+    # replay-check's first difference (the charge's result) is the fork suggested
+    assert f'class="button fork suggested" {fork_link(STREAM, 4)}' in page
+    assert "The current code first decides otherwise at input #4" in page
 
     before = len(events(store))
     code, _, confirm = acting.request(f"/confirm?action=fork&id={STREAM}&at=4")
@@ -91,7 +94,9 @@ def test_fork_from_an_input_previews_then_forks(acting: Running, store: SqliteEv
 
     after = acting.request(f"/instance?stream={STREAM}")[2]
     assert "<b>Forked</b> to" in after and "Fork from here" not in after
-    assert fork_link(f"{STREAM}~g2", 4) in acting.request(f"/instance?stream={STREAM}~g2")[2]
+    generation = acting.request(f"/instance?stream={STREAM}~g2")[2]
+    assert fork_link(f"{STREAM}~g2", 4) in generation
+    assert "suggested" not in generation  # it replays the same: nothing to repair
     again = acting.request("/actions/fork", {**form, "token": TOKEN})
     assert again[0] == 200 and "was already forked to" in again[2]
     assert len(events(store)) == before + len(types(store, f"{STREAM}~g2")) + 1
