@@ -6,10 +6,10 @@ instances with :func:`~decider.processors.operate.listing.list_instances`, finds
 input of the first difference replay-check finds
 (:func:`~decider.processors.client.forking.fork_point`), and forks it there with
 :func:`~decider.processors.client.forking.fork`: the new generation decides that input, and
-every one before it, with the current code. An
-instance is left as it is, with the reason, when it replays the same (nothing to repair), was
-forked already (its newest generation is an instance of its own, selected or not by the same
-query), or cannot be forked (the fork's error, e.g. a workflow that keeps its state in a row).
+every one before it, with the current code. An instance is left as it is, with the reason,
+when it replays the same (nothing to repair), was forked already (its newest generation is an
+instance of its own, selected or not by the same query), or cannot be forked (the fork's
+error, e.g. a workflow that keeps its state in a row).
 
 Each fork is one :func:`~decider.processors.client.forking.fork`, idempotent as that is: a bulk
 fork cut short and run again forks the rest and finds the ones it forked (forked already).
