@@ -504,7 +504,7 @@ def _fork_parser(commands: Any) -> None:
         "stream",
         nargs="?",
         help="the instance stream, <WorkflowName>-<instance id> (or a generation's); "
-        "left out: every instance --workflow and --where select (see below)",
+        "left out: the instances of --workflow that --where and --since select",
     )
     parser.add_argument(
         "--at",
@@ -557,6 +557,7 @@ def _bulk_fork_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``decider fork`` without STREAM: which instances to fork."""
     parser.add_argument(
         "--workflow",
+        metavar="NAME",
         help="without STREAM: fork this workflow's instances that --where and --since select, "
         "each at the input before the first difference replay-check finds",
     )
