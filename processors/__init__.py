@@ -5,7 +5,8 @@ streams, and publishes, requests and cancels from outside a service (its definit
 :class:`AppDefinition`, which the processors read); a :class:`Service` runs its workflow,
 command and timer processors as threads;
 :func:`show`, :func:`status`, :func:`list_parked` and :func:`retry_parked` are the operator's
-views. See docs/processors.md for the guarantees and the stream names.
+views, and :func:`fork_many` repairs instances in bulk. See docs/processors.md for the
+guarantees and the stream names.
 """
 
 from decider.processors.app.definition import (
@@ -40,6 +41,7 @@ from decider.processors.commands.parking import ParkedCommand
 from decider.processors.commands.pool import HandlerLoad
 from decider.processors.engine.base import LOGGER
 from decider.processors.engine.clock import Clock, FakeClock, Signal, SystemClock
+from decider.processors.operate.bulk_fork import BulkFork, fork_many
 from decider.processors.operate.handler_status import HandlerStatus, handler_status
 from decider.processors.operate.queries import (
     HistoryEntry,
@@ -59,6 +61,7 @@ __all__ = [
     "App",
     "AppDefinition",
     "AppDefinitionError",
+    "BulkFork",
     "Clock",
     "CommandFailed",
     "CommandParked",
@@ -88,6 +91,7 @@ __all__ = [
     "Signal",
     "SystemClock",
     "by_correlation",
+    "fork_many",
     "handler_status",
     "list_parked",
     "retry_parked",

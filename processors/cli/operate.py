@@ -28,6 +28,7 @@ from decider.processors.cli.loading import (
 from decider.processors.cli.views import instance_list_lines, skipped_lines, traceback_lines
 from decider.processors.client.cancelling import request_cancel
 from decider.processors.client.forking import fork
+from decider.processors.operate.bulk_fork import fork_many
 from decider.processors.operate.listing import InstanceQuery, list_instances
 from decider.processors.operate.operations import (
     Reset,
@@ -500,15 +501,19 @@ def _fork_parser(commands: Any) -> None:
         "with the app's current code",
     )
     parser.add_argument(
-        "stream", help="the instance stream, <WorkflowName>-<instance id> (or a generation's)"
+        "stream",
+        nargs="?",
+        help="the instance stream, <WorkflowName>-<instance id> (or a generation's); "
+        "left out: the instances of --workflow that --where and --since select",
     )
     parser.add_argument(
         "--at",
         type=int,
-        required=True,
         metavar="REVISION",
-        help="the new generation takes the inputs recorded up to this revision of STREAM",
+        help="the new generation takes the inputs recorded up to this revision of STREAM "
+        "(required with STREAM)",
     )
+    _bulk_fork_arguments(parser)
     parser.add_argument("--reason", required=True, help="why (recorded in the fork's event)")
     parser.add_argument(
         "--dry-run",
@@ -520,6 +525,12 @@ def _fork_parser(commands: Any) -> None:
 
 
 def _fork(args: argparse.Namespace) -> int:
+    if args.stream is None:
+        return _fork_many(args)
+    if args.workflow is not None or args.where or args.since is not None:
+        raise UsageError("--workflow, --where and --since select instances: give them, or STREAM")
+    if args.at is None:
+        raise UsageError("fork STREAM needs --at REVISION")
     with app_and_store(args) as (app, store):
         if app.workflow_of_stream(args.stream) is None:  # a bad argument, as for cancel
             known = ", ".join(sorted(app.workflows)) or "none"
@@ -539,6 +550,62 @@ def _fork(args: argparse.Namespace) -> int:
     if args.dry_run and not plan.already:
         lines.insert(0, "dry run: nothing is written")
     emit(lines)
+    return 0
+
+
+def _bulk_fork_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``decider fork`` without STREAM: which instances to fork."""
+    parser.add_argument(
+        "--workflow",
+        metavar="NAME",
+        help="without STREAM: fork this workflow's instances that --where and --since select, "
+        "each at the input before the first difference replay-check finds",
+    )
+    parser.add_argument(
+        "--where",
+        action="append",
+        choices=[*(m.value for m in Lifecycle if m is not Lifecycle.NOT_STARTED), "stuck"],
+        help="with --workflow: only instances in this status, or stuck (repeatable; "
+        "default: any status)",
+    )
+    parser.add_argument(
+        "--since",
+        metavar="TIME",
+        help="with --workflow: only instances with an event after TIME (ISO 8601, or a "
+        "duration ago: 15m, 2h, 1d)",
+    )
+
+
+def _fork_many(args: argparse.Namespace) -> int:
+    if args.workflow is None:
+        raise UsageError("give STREAM and --at, or --workflow NAME to fork instances in bulk")
+    if args.at is not None:
+        raise UsageError(
+            "--at goes with STREAM: in bulk each instance is forked where it first differs"
+        )
+    now = datetime.now(UTC)
+    where = set(args.where or ())
+    query = InstanceQuery(
+        workflow=args.workflow,
+        statuses=frozenset(Lifecycle(s) for s in where - {"stuck"}),
+        stuck="stuck" in where,
+        updated_after=parse_time(args.since, now) if args.since is not None else None,
+        limit=None,
+    )
+    with app_and_store(args) as (app, store):
+        try:
+            report = fork_many(store, app, query, reason=args.reason, dry_run=args.dry_run, now=now)
+        except KeyError as exc:
+            raise UsageError(exc.args[0]) from exc
+        except OperationError as exc:
+            raise UsageError(str(exc)) from exc
+    if args.json:
+        emit_json(report.as_json())
+    else:
+        emit(report.lines())
+    if not report.forked:
+        done = "would be forked" if args.dry_run else "was forked"
+        raise CliError(f"nothing {done} ({len(report.instances)} instance(s) selected)")
     return 0
 
 

@@ -15,10 +15,11 @@ from datetime import UTC, datetime
 
 import attrs
 
-from decider import Lifecycle
+from decider import Ignored, InitiatedBy, Lifecycle, Received
 from decider.codec import Kind
 from decider.diagram import Diagram, to_mermaid
 from decider.processors.app.definition import AppDefinition
+from decider.processors.client.forking import ForkPlan, PlannedEvent
 from decider.processors.commands.parking import ParkedCommand
 from decider.processors.console import svg
 from decider.processors.console.data import (
@@ -191,13 +192,16 @@ def instance_page(
     payloads: Sequence[tuple[str, str]],
     *,
     end_reason: str | None = None,
+    fork_at: int | None = None,
 ) -> str:
     """One instance: how it ended (failed or cancelled: the reason, first; forked: the new
     generation, linked), summary and state,
     its diagram with its path, parked commands, and its timeline (one line per event, its
-    payload and metadata opened on demand).
+    payload and metadata opened on demand; with actions allowed, a fork button on each input).
 
-    ``payloads`` holds each event's JSON payload and metadata JSON, in history order.
+    ``payloads`` holds each event's JSON payload and metadata JSON, in history order;
+    ``fork_at`` the revision of the input where the current code first decides otherwise
+    (replay-check's first difference), said and marked on the timeline.
     """
     ended = ""
     if view.status in (Lifecycle.FAILED, Lifecycle.CANCELLED):
@@ -240,20 +244,37 @@ def instance_page(
         if parked
         else ""
     )
+    can_fork = forkable(chrome, view)
     items = []
     for entry, (payload, metadata) in zip(view.history, payloads, strict=True):
+        fork = (
+            _fork_button(view.stream, entry.revision, entry.revision == fork_at)
+            if can_fork and isinstance(entry.event, _INPUTS)
+            else ""
+        )
         items.append(
             '<li class="event"><details><summary>'
             f'<span class="rev">#{entry.revision}</span>'
             f'<span class="type">{esc(entry.type)}</span>'
             f'<span class="meta">position {entry.position} · {_time(entry.recorded_at)}</span>'
-            "</summary>"
+            f"{fork}</summary>"
             f'<pre class="payload">{esc(payload)}</pre>'
             f'<pre class="metadata">{esc(metadata)}</pre></details></li>'
         )
+    fork_hint = (
+        " <b>Fork from here</b> on an input previews, then begins, a new generation that "
+        "decides the inputs up to it again with the current code."
+        if can_fork
+        else ""
+    )
+    if can_fork and fork_at is not None:
+        fork_hint += (
+            f" The current code first decides otherwise at input #{fork_at} (what "
+            "<code>decider replay-check</code> finds): fork from there to repair it."
+        )
     timeline = (
         '<section><h2>Timeline</h2><p class="hint">One line per event; open one for its '
-        f'payload and metadata.</p><ol class="timeline">{"".join(items)}</ol></section>'
+        f'payload and metadata.{fork_hint}</p><ol class="timeline">{"".join(items)}</ol></section>'
     )
     body = ended + cancel + summary + diagram + parked_html + timeline
     return layout(chrome, view.stream, body)
@@ -530,6 +551,10 @@ ACTIONS: Mapping[str, str] = {
     "cancel": "Ask the instance {id} to cancel, as 'decider cancel' does: a cancel request is "
     "recorded; the workflow compensates and cancels, or is cancelled at once if it does not "
     "decide on cancel requests. It cannot be undone.",
+    "fork": "Fork the instance {id}, as 'decider fork' does: a new generation decides the "
+    "inputs {id} recorded up to revision {at} again with the current code, and records what "
+    "this preview shows; {id} ends, and the instance's later inputs go to the new generation. "
+    "It cannot be undone (a generation can be forked again).",
 }
 """What each action does, as the confirmation page says it."""
 
@@ -537,8 +562,10 @@ _VERBS = {
     "retry": "Retry the command",
     "redrive": "Re-drive the input",
     "cancel": "Cancel the instance",
+    "fork": "Fork the instance",
 }
 _BACK = {"retry": "/parked", "redrive": "/skipped", "cancel": "/instances"}
+_INPUTS = (InitiatedBy, Received, Ignored)
 
 
 def confirm_page(chrome: Chrome, action: str, target: str, needs_token: bool) -> str:
@@ -564,6 +591,73 @@ def confirm_page(chrome: Chrome, action: str, target: str, needs_token: bool) ->
         f'<a href="{back}">Back</a></form>'
     )
     return layout(chrome, "Confirm", body)
+
+
+def fork_confirm_page(chrome: Chrome, plan: ForkPlan, needs_token: bool) -> str:
+    """The confirmation of a fork: what it does, the dry run's preview of what the new
+    generation records, and a form (reason, token) that forks. The form carries the revision
+    the preview was planned on: the fork is refused if the instance has moved on since."""
+    token = (
+        "<label>Action token (printed when the console started) "
+        '<input type="password" name="token" autocomplete="off" required></label>'
+        if needs_token
+        else ""
+    )
+    rows = "".join(
+        f'<tr><td class="num">#{e.revision}</td><td>{esc(e.type)}</td><td>{_fork_note(e)}</td></tr>'
+        for e in plan.events
+    )
+    skipped = "".join(f"<li>{esc(reason)}</li>" for reason in plan.skipped)
+    preview = (
+        '<section class="preview"><h2>Preview (dry run)</h2>'
+        f"<p>{esc(plan.source)} forks to <b>{esc(plan.generation)}</b> at revision {plan.at} "
+        f"(of {plan.source_revision}): {plan.inputs} input(s) decided again "
+        f"({plan.carried} carried over), {len(plan.events)} event(s), {len(plan.reused)} "
+        f"command(s)/timer(s) reused, {len(plan.anew)} carried out anew.</p>"
+        '<table class="preview"><thead><tr><th>Revision</th><th>Event</th><th>Effect</th></tr>'
+        f"</thead><tbody>{rows}</tbody></table>"
+        + (f"<p>Inputs not recorded (skipped):</p><ul>{skipped}</ul>" if skipped else "")
+        + "</section>"
+    )
+    text = ACTIONS["fork"].format(id=plan.source, at=plan.at)
+    back = href("/instance", stream=plan.source)
+    body = (
+        f'<p class="confirm-text">{esc(text)}</p>{preview}'
+        '<form class="confirm" method="post" action="/actions/fork">'
+        f'<input type="hidden" name="id" value="{esc(plan.source)}">'
+        f'<input type="hidden" name="at" value="{plan.at}">'
+        f'<input type="hidden" name="revision" value="{plan.source_revision}">'
+        '<label>Reason (recorded in the fork) <input type="text" name="reason" '
+        f'maxlength="500" required></label>{token}'
+        f'<button type="submit" class="danger" id="confirm">{esc(_VERBS["fork"])}</button> '
+        f'<a href="{back}">Back</a></form>'
+    )
+    return layout(chrome, "Confirm", body)
+
+
+def _fork_note(event: PlannedEvent) -> str:
+    if event.reuses is not None:
+        where = f"#{event.reuses_revision}" if event.reuses_revision is not None else event.reuses
+        return f"reuses {esc(where)}"
+    return "carried out anew" if event.anew else ""
+
+
+def forkable(chrome: Chrome, view: InstanceView) -> bool:
+    """Whether the instance page offers to fork: actions allowed, an event-sourced workflow,
+    and an instance not forked already."""
+    registration = chrome.app.workflows.get(view.workflow)
+    return (
+        chrome.actions
+        and view.forked_to is None
+        and registration is not None
+        and registration.stored == "events"
+    )
+
+
+def _fork_button(stream: str, revision: int, suggested: bool) -> str:
+    link = href("/confirm", action="fork", id=stream, at=revision)
+    css = "button fork suggested" if suggested else "button fork"
+    return f'<a class="{css}" href="{link}">Fork from here</a>'
 
 
 def _button(chrome: Chrome, action: str, target: str, text: str) -> str:

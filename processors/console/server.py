@@ -5,7 +5,8 @@ Safety, in one place:
 - it listens on loopback unless told otherwise, and answers only requests whose ``Host`` is
   the address it listens on (a page of another site cannot reach it by DNS rebinding);
 - it is read-only unless started with ``actions=True``; then an action (retry a parked command,
-  re-drive a skipped input, cancel a running instance) is a POST from the console's own
+  re-drive a skipped input, cancel a running instance, fork an instance from one of its
+  inputs, after the dry run's preview) is a POST from the console's own
   confirmation page that carries the token printed at start: as a form field, or as the
   cookie that opening the printed URL sets (``HttpOnly``, ``SameSite=Strict``); a POST whose
   ``Origin`` is another site is refused;
@@ -34,6 +35,7 @@ from decider.diagram import Diagram
 from decider.processors.app.definition import AppDefinition
 from decider.processors.app.errors import InstanceEnded, NotParked, OperationError
 from decider.processors.client.cancelling import request_cancel
+from decider.processors.client.forking import ForkPlan, commit_fork, fork_point, plan_fork
 from decider.processors.console import data, pages
 from decider.processors.operate import skipped
 from decider.processors.operate.queries import list_parked, retry_parked, show
@@ -66,6 +68,8 @@ _PAGES = frozenset(
     )
 )
 _STATIC = {"console.css": "text/css; charset=utf-8"}
+_PREVIEW = "(preview)"
+"""The reason a fork is planned with to preview it (the reason given is recorded)."""
 
 
 class Console:
@@ -335,8 +339,20 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             )
             for e in view.history
         ]
+        fork_at = None
+        if pages.forkable(self.chrome, view):
+            try:
+                fork_at = fork_point(console.app, console.store, stream)
+            except (OperationError, CorruptEvent):
+                fork_at = None  # no suggestion; the page shows the instance all the same
         return pages.instance_page(
-            self.chrome, view, drawn, parked, payloads, end_reason=data.end_reason(view)
+            self.chrome,
+            view,
+            drawn,
+            parked,
+            payloads,
+            end_reason=data.end_reason(view),
+            fork_at=fork_at,
         )
 
     def _workflow_name(self, name: str) -> str:
@@ -350,6 +366,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if not target:
             raise _Answer(HTTPStatus.BAD_REQUEST, "Bad request", "no id given")
         needs_token = not self.console.token_ok(self._cookie())
+        if action == "fork":
+            plan = self._plan_fork(target, query.get("at", ""), _PREVIEW)
+            return pages.fork_confirm_page(self.chrome, plan, needs_token)
         return pages.confirm_page(self.chrome, action, target, needs_token)
 
     # -- acting -------------------------------------------------------------------------
@@ -375,6 +394,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         console, chrome = self.console, self.chrome
         if action == "cancel":
             return self._cancel(target, form.get("reason", "").strip())
+        if action == "fork":
+            return self._fork(target, form)
         if action == "retry":
             try:
                 request = retry_parked(console.store, console.app, target)
@@ -415,6 +436,51 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             )
         back = pages.href("/instance", stream=stream).replace("&amp;", "&")
         return pages.message_page(self.chrome, "Cancel requested", text, back)
+
+    def _plan_fork(self, stream: str, at: str, reason: str) -> ForkPlan:
+        """The fork of ``stream`` at revision ``at`` planned (nothing written)."""
+        try:
+            revision = int(at)
+        except ValueError:
+            raise _Answer(
+                HTTPStatus.BAD_REQUEST, "Bad request", "at must be a revision (a number)"
+            ) from None
+        try:
+            console = self.console
+            return plan_fork(console.app, console.store, stream, at=revision, reason=reason)
+        except OperationError as exc:
+            raise _Answer(HTTPStatus.CONFLICT, "Not forked", str(exc)) from None
+
+    def _fork(self, stream: str, form: dict[str, str]) -> str:
+        """Fork as previewed: planned again, and written only if the instance recorded
+        nothing since the preview (the revision the confirmation page carries)."""
+        reason = form.get("reason", "").strip()
+        if not reason:
+            raise _Answer(HTTPStatus.BAD_REQUEST, "Bad request", "a fork needs a reason")
+        plan = self._plan_fork(stream, form.get("at", ""), reason)
+        back = pages.href("/instance", stream=stream).replace("&amp;", "&")
+        if plan.already:
+            text = f"{stream} was already forked to {plan.generation} at revision {plan.at}."
+            return pages.message_page(self.chrome, "Forked already", text, back)
+        if form.get("revision") != str(plan.source_revision):
+            raise _Answer(
+                HTTPStatus.CONFLICT,
+                "Not forked",
+                f"{stream} recorded more events since the preview (it is at revision "
+                f"{plan.source_revision} now): nothing was written; preview the fork again",
+            )
+        try:
+            commit_fork(self.console.store, plan)
+        except OperationError as exc:
+            raise _Answer(HTTPStatus.CONFLICT, "Not forked", str(exc)) from None
+        LOGGER.info("console: %s forked to %s at revision %s", stream, plan.generation, plan.at)
+        text = (
+            f"{stream} forked to {plan.generation} at revision {plan.at}: "
+            f"{len(plan.reused)} command(s)/timer(s) reused, {len(plan.anew)} carried out anew; "
+            "a running service carries on in the new generation."
+        )
+        forked = pages.href("/instance", stream=plan.generation).replace("&amp;", "&")
+        return pages.message_page(self.chrome, "Forked", text, forked)
 
     def _form(self) -> dict[str, str]:
         try:
