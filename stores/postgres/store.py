@@ -232,6 +232,12 @@ class PostgresEventStore:
         """The database and schema, as a URI without a password (used in error messages)."""
         return self._name
 
+    @property
+    def connections_opened(self) -> int:
+        """How many connections this store's threads have opened (one per thread for its life;
+        more only where one broke): the LISTEN and NOTIFY threads' are not counted."""
+        return self._connections.opened
+
     def __repr__(self) -> str:
         return f"PostgresEventStore({self._name!r})"
 
