@@ -112,12 +112,20 @@ def _recover(
 ) -> None:
     """Roll back a failed write transaction on its connection; where that cannot be done (the
     connection broke), forget the connection, so the thread's next use opens another, and say
-    so once, with the cause."""
+    so once, with the cause.
+
+    A transaction the server failed (``INERROR``: a statement of the pipeline failed, so the
+    ones behind it were skipped) also has psycopg's prepared statements reset
+    (:func:`~decider.stores.postgres._connect.forget_prepared`); one that failed in Python (a
+    lost lease, a conflict, found from what was read) ran every statement it sent."""
+    aborted = (
+        not connection.closed and connection.info.transaction_status == TransactionStatus.INERROR
+    )
     roll_back(connection)
     if (
         not connection.closed
         and connection.info.transaction_status == TransactionStatus.IDLE
-        and forget_prepared(connection)
+        and (not aborted or forget_prepared(connection))
     ):
         return
     connections.drop_connection(connection)

@@ -85,12 +85,15 @@ def test_failed_partitioned_commits_keep_their_connection(
     # And then commits that succeed, on the same connection, with the same statements.
     for revision in range(0, 12, 2):
         store.append_batch(batch(revision), checkpoints=checkpoints(revision), leases=leases)
-    # An idempotent re-append (its guarded insert fails, the read-ahead try finds it stored).
+    # Idempotent re-appends: each one's guarded insert fails (its COMMIT queued behind it, so
+    # psycopg prepares that on the way), and the read-ahead try finds it stored.
     again = [StreamAppend("s0", new_events(1), 12)]
     first = store.append_batch(again, leases=leases)
-    assert store.append_batch(again, leases=leases) == first
+    for _ in range(8):
+        assert store.append_batch(again, leases=leases) == first
+    store.append_batch([StreamAppend("s0", new_events(1), 13)], leases=leases)
 
-    assert [len(store.read_stream(s)) for s in streams] == [14, 13, 13, 13, 13, 13]
+    assert [len(store.read_stream(s)) for s in streams] == [15, 13, 13, 13, 13, 13]
     assert store.load_checkpoint("cp0") == 10
     assert (store.connections_opened, _backend(store)) == (opened, backend)
     assert _problems(caplog) == []
