@@ -610,6 +610,7 @@ def cost_figures(
     each = ", ".join(
         f"k={c} {total_cpu(r):.2f} ms ({r['cpu_ms_per_workflow']:.2f} services), "
         f"{r['events_read_per_written']:.2f} read/written, busiest {r['busiest_share']:.0%}"
+        + (f", {r['server_backends'][2]} new backends" if "server_backends" in r else "")
         for c, r in sorted(runs.items())
     )
     server = "" if kind == "sqlite" else " + the server's backends"
