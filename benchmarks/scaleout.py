@@ -21,13 +21,23 @@ fine is issued (the command processor's last effect), counted through a filtered
   efficiency the run projects for such a machine (``projected_efficiency``; PostgreSQL's own CPU
   not counted). On a machine with fewer cores than processes, or one shared with other work,
   these show more than the rate does.
+- **What the group's work costs** (three figures per store, the largest k against k = 1;
+  targets at k = 4): the **total CPU per workflow**, the services' plus, on PostgreSQL, the
+  server's backends of the services' connections (found by their ``application_name``, read
+  from ``/proc``: the server must run on this machine), target <= 1.15x; the **events read per
+  event written**: what every processor's subscriptions delivered in all processes
+  (``decider_processor_delivered_total``, scraped from each service's metrics endpoint, the
+  ``metrics`` extra) over the events the run added to the log, target <= 1.2x; and the
+  **busiest process's share** of the services' CPU, target <= 28% (an even share is 25%). A
+  group that adds capacity reads each event about once, whatever its size.
 - **Failover**: with 3 processes, one is SIGKILLed when a third of the fines are issued; the
   figure is the seconds until every partition it held has its checkpoint moved on again (taken
   over after the lease expires), against the target lease expiry + 1 s. The run must still end
   with every fine issued exactly once (0 lost, 0 duplicated).
 
 Run alone: ``python -m benchmarks --only scaleout`` (``--quick`` for small sizes), or at a size
-of your choice: ``python -m benchmarks.scaleout --n 10000 --processes 1,2,4,8``. The failover
+of your choice: ``python -m benchmarks.scaleout --n 10000 --processes 1,2,4,8`` (N = 10,000 by
+default). The failover
 run on the EventStoreDB test server (``--stores esdb``, a fresh server process per run) needs
 kurrentdbclient: ``.venv-kurrentdb/bin/python -m benchmarks.scaleout --stores esdb
 --failover-only``.
@@ -37,13 +47,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import math
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -110,12 +124,17 @@ def _esdb_store() -> Iterator[tuple[EventStore, str]]:
 
 
 class _Services:
-    """k ``decider run --partitions auto`` processes, ended by pid (also on failure)."""
+    """k ``decider run --partitions auto`` processes, ended by pid (also on failure); each
+    serves its metrics (where the ``metrics`` extra is installed) on a port of its own, and on
+    PostgreSQL names its connections ``application_name`` (:attr:`backends`)."""
 
     def __init__(self, uri: str, count: int, log_dir: Path) -> None:
-        self.uri = uri
+        self.application = f"decider-bench-{uuid.uuid4().hex[:8]}"
+        """The ``application_name`` of the services' PostgreSQL connections."""
+        self.uri = _named(uri, self.application)
         self.log_dir = log_dir
         self.processes: list[subprocess.Popen[bytes]] = []
+        self.metrics_ports: list[int] = []
         for number in range(count):
             self.start(number)
 
@@ -123,12 +142,39 @@ class _Services:
         command = [sys.executable, "-m", "decider.processors.cli", "run", APP_SPEC]
         command += ["--store", self.uri, "--partitions", "auto", "--lease-ttl", str(LEASE_TTL)]
         command += ["--progress-interval", "0", "--log-level", "WARNING"]
+        if METRICS:
+            port = _free_port()
+            command += ["--metrics-port", str(port)]
+            self.metrics_ports.append(port)
         with (self.log_dir / f"service{number}.log").open("ab") as log:
             process = subprocess.Popen(
                 command, stdout=log, stderr=subprocess.STDOUT, cwd=_ROOT, env=child_env()
             )
         self.processes.append(process)
         return process
+
+    def delivered(self) -> list[float]:
+        """The events each process's subscriptions delivered to its processors so far
+        (``decider_processor_delivered_total``, summed), or ``[]`` where the metrics are not
+        served."""
+        if not METRICS:
+            return []
+        found = []
+        for port in self.metrics_ports:
+            url = f"http://127.0.0.1:{port}/metrics"
+            try:
+                with urllib.request.urlopen(url, timeout=30) as response:
+                    text = response.read().decode()
+            except OSError:
+                return []
+            found.append(
+                sum(
+                    float(line.rsplit(" ", 1)[1])
+                    for line in text.splitlines()
+                    if line.startswith("decider_processor_delivered_total{")
+                )
+            )
+        return found
 
     def cpu_seconds(self) -> list[float]:
         """The CPU seconds (user + system) each running process used so far (Linux), or
@@ -160,6 +206,65 @@ class _Services:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+
+
+METRICS = all(
+    importlib.util.find_spec(name) is not None
+    for name in ("prometheus_client", "opentelemetry.sdk", "opentelemetry.exporter.prometheus")
+)
+"""Whether the services can serve their metrics (the ``metrics`` extra): the events they read
+are counted from them."""
+
+
+def _named(uri: str, application: str) -> str:
+    """A PostgreSQL URI whose connections carry ``application_name``; others as they are."""
+    if not uri.startswith(("postgresql://", "postgres://")):
+        return uri
+    return f"{uri}{'&' if '?' in uri else '?'}application_name={application}"
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+def _proc_cpu(pid: int) -> float | None:
+    """The CPU seconds (user + system) process ``pid`` used so far, or ``None`` where
+    ``/proc`` cannot tell (not Linux, gone, or another machine's)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _backend_cpu(pg_uri: str | None, application: str) -> dict[int, float] | None:
+    """The CPU seconds each PostgreSQL backend of the services' connections used so far (by
+    ``application_name``, from ``/proc``: the server must run on this machine), or ``None``."""
+    if pg_uri is None:
+        return None
+    import psycopg
+
+    with psycopg.connect(pg_uri, autocommit=True, connect_timeout=10) as connection:
+        rows = connection.execute(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = %s", (application,)
+        ).fetchall()
+    found = {int(pid): _proc_cpu(int(pid)) for (pid,) in rows}
+    if not found or any(cpu is None for cpu in found.values()):
+        return None
+    return {pid: cpu for pid, cpu in found.items() if cpu is not None}
+
+
+def _count_after(store: EventStore, position: int | None) -> tuple[int, int | None]:
+    """How many events the log holds after ``position``, and the last one's position."""
+    count, last = 0, position
+    while page := store.read_all(last, 5_000):
+        count += len(page)
+        last = page[-1].position
+    return count, last
 
 
 def _held(store: EventStore) -> dict[str, set[int]]:
@@ -236,6 +341,11 @@ def run_once(
         try:
             _wait(lambda: _balanced(store, count), 60, "the partitions to split", services)
             subscription = store.subscribe(None, _ISSUED)
+            _, log_start = _count_after(store, None)
+            delivered_before = services.delivered()
+            server_before = _backend_cpu(
+                pg_uri if kind == "postgres" else None, services.application
+            )
             cpu_before = services.cpu_seconds()
             start = time.perf_counter()
             publisher = _publisher(uri, n)
@@ -253,9 +363,16 @@ def run_once(
                 subscription.stop()
             seconds = time.perf_counter() - start
             cpu_after = services.cpu_seconds() if not kill_one else []
+            server_after = (
+                None
+                if kill_one or server_before is None
+                else _backend_cpu(pg_uri, services.application)
+            )
+            delivered_after = services.delivered() if not kill_one else []
             if publisher.wait(timeout=60) != 0:
                 raise RunFailed(f"the publisher exited with {publisher.returncode}")
             stored = len(store.read_stream(ISSUED_STREAM))
+            written, _ = _count_after(store, log_start)
         finally:
             if publisher is not None and publisher.poll() is None:
                 publisher.kill()
@@ -272,18 +389,52 @@ def run_once(
         "issued_stored": stored,
         "failover": failover,
         **_cpu(cpu_before, cpu_after, n),
+        **_server_cpu(server_before, server_after, n),
+        **_reads(delivered_before, delivered_after, written),
     }
 
 
 def _cpu(before: list[float], after: list[float], n: int) -> dict[str, Any]:
     """The services' CPU during a run, per workflow: in all and of the busiest process."""
     if not before or len(before) != len(after):
-        return {"cpu_ms_per_workflow": math.nan, "busiest_cpu_ms_per_workflow": math.nan}
+        return {
+            "cpu_ms_per_workflow": math.nan,
+            "busiest_cpu_ms_per_workflow": math.nan,
+            "busiest_share": math.nan,
+        }
     used = [end - begin for begin, end in zip(before, after, strict=True)]
     return {
         "process_cpu_seconds": used,
         "cpu_ms_per_workflow": 1000 * sum(used) / n,
         "busiest_cpu_ms_per_workflow": 1000 * max(used) / n,
+        "busiest_share": max(used) / sum(used) if sum(used) > 0 else math.nan,
+    }
+
+
+def _server_cpu(
+    before: dict[int, float] | None, after: dict[int, float] | None, n: int
+) -> dict[str, Any]:
+    """The CPU the database server's backends of the services' connections used during a run,
+    per workflow (a backend opened during the run counts from 0; one closed during it is not
+    counted: the services keep theirs)."""
+    if before is None or after is None:
+        return {"server_cpu_ms_per_workflow": math.nan}
+    used = sum(cpu - before.get(pid, 0.0) for pid, cpu in after.items())
+    return {
+        "server_backends": [len(before), len(after), len(set(after) - set(before))],
+        "server_cpu_ms_per_workflow": 1000 * used / n,
+    }
+
+
+def _reads(before: list[float], after: list[float], written: int) -> dict[str, Any]:
+    """The events the services' subscriptions delivered during a run, per event written."""
+    if not before or len(before) != len(after) or not written:
+        return {"events_read_per_written": math.nan}
+    read = [end - begin for begin, end in zip(before, after, strict=True)]
+    return {
+        "events_written": written,
+        "process_events_read": read,
+        "events_read_per_written": sum(read) / written,
     }
 
 
@@ -343,6 +494,7 @@ def measure(
     cores = os.cpu_count() or 1
     for kind, counts in sizes.items():
         base: dict[str, Any] | None = None
+        runs: dict[int, dict[str, Any]] = {}
         for count in counts:
             key = f"scaleout_{kind}_{count}"
             title = f"9. {kind}: {count} process{'es' if count > 1 else ''}, N={n:,}"
@@ -354,6 +506,7 @@ def measure(
                 continue
             if base is None:
                 base = run
+            runs[count] = run
             efficiency = run["workflows_per_s"] / (count * base["workflows_per_s"])
             run["projected_efficiency"] = base["busiest_cpu_ms_per_workflow"] / (
                 count * run["busiest_cpu_ms_per_workflow"]
@@ -384,6 +537,8 @@ def measure(
                     extra=run,
                 )
             )
+        if counts:
+            results += cost_figures(kind, counts, runs, n, say)
         key = f"scaleout_{kind}_failover"
         title = f"9. {kind}: failover, 3 processes, one SIGKILLed, N={failover_n:,}"
         try:
@@ -407,6 +562,117 @@ def measure(
                 target=Target("<=", 1.0),
                 note=f"0 lost, 0 duplicated: {run['issued_stored']} fines of {failover_n}",
                 extra=run,
+            )
+        )
+    return results
+
+
+TARGET_PROCESSES = 4
+"""The process count the cost figures' targets are set for (a smaller largest count: no
+target)."""
+
+
+def total_cpu(run: dict[str, Any]) -> float:
+    """A run's CPU milliseconds per workflow: the services', plus PostgreSQL's backends of their
+    connections (``nan`` where those cannot be read); SQLite has no server, and the EventStoreDB
+    test server's CPU is not counted."""
+    own: float = run["cpu_ms_per_workflow"]
+    if run["store"] != "postgres":
+        return own
+    server: float = run.get("server_cpu_ms_per_workflow", math.nan)
+    return own + server
+
+
+def cost_figures(
+    kind: str,
+    counts: Sequence[int],
+    runs: dict[int, dict[str, Any]],
+    n: int,
+    say: Callable[[str], None],
+) -> list[Result]:
+    """What the group's work costs as it grows, at the largest process count against the first
+    (one process): the total CPU per workflow, the events read per event written, and the
+    busiest process's share of the services' CPU (targets at :data:`TARGET_PROCESSES`)."""
+    k, first = counts[-1], counts[0]
+    at = f"{k} processes vs {first}, N={n:,}"
+    keys = (f"scaleout_{kind}_cpu", f"scaleout_{kind}_reads", f"scaleout_{kind}_busiest")
+    titles = (
+        f"9. {kind}: total CPU per workflow, {at}",
+        f"9. {kind}: events read per event written, {at}",
+        f"9. {kind}: busiest process's share of the work, {k} processes, N={n:,}",
+    )
+    if k not in runs or first not in runs:
+        return [
+            Pending(key, title, "a run failed") for key, title in zip(keys, titles, strict=True)
+        ]
+    run, base = runs[k], runs[first]
+    targeted = k == TARGET_PROCESSES
+    each = ", ".join(
+        f"k={c} {total_cpu(r):.2f} ms ({r['cpu_ms_per_workflow']:.2f} services), "
+        f"{r['events_read_per_written']:.2f} read/written, busiest {r['busiest_share']:.0%}"
+        + (f", {r['server_backends'][2]} new backends" if "server_backends" in r else "")
+        for c, r in sorted(runs.items())
+    )
+    server = "" if kind == "sqlite" else " + the server's backends"
+    if kind == "esdb":
+        server = " (the test server's CPU not counted)"
+    say(f"  {kind} cost: {each}")
+    results: list[Result] = []
+    cpu, cpu_base = total_cpu(run), total_cpu(base)
+    if math.isnan(cpu) or math.isnan(cpu_base):
+        results.append(Pending(keys[0], titles[0], "CPU not measurable here (/proc)"))
+    else:
+        results.append(
+            Figure(
+                key=keys[0],
+                title=titles[0],
+                unit="ms/workflow",
+                rate=cpu,
+                baseline=f"{first} process, same store, same run",
+                baseline_rate=cpu_base,
+                ratio=cpu / cpu_base,
+                ratio_is=f"CPU per workflow (services{server}) at k / at 1 (lower is better)",
+                target=Target("<=", 1.15) if targeted else None,
+                note=each,
+                extra={"per_count": {c: total_cpu(r) for c, r in runs.items()}},
+            )
+        )
+    reads, reads_base = run["events_read_per_written"], base["events_read_per_written"]
+    if math.isnan(reads) or math.isnan(reads_base):
+        results.append(Pending(keys[1], titles[1], "no metrics (the 'metrics' extra)"))
+    else:
+        results.append(
+            Figure(
+                key=keys[1],
+                title=titles[1],
+                unit="events read / written",
+                rate=reads,
+                baseline=f"{first} process, same store, same run",
+                baseline_rate=reads_base,
+                ratio=reads / reads_base,
+                ratio_is="events all processes read per event written, at k / at 1",
+                target=Target("<=", 1.2) if targeted else None,
+                note=each,
+                extra={"per_count": {c: r["events_read_per_written"] for c, r in runs.items()}},
+            )
+        )
+    share = run["busiest_share"]
+    if math.isnan(share):
+        results.append(Pending(keys[2], titles[2], "CPU not measurable here (/proc)"))
+    else:
+        results.append(
+            Figure(
+                key=keys[2],
+                title=titles[2],
+                unit="share",
+                rate=share,
+                baseline=f"an even share, 1/{k}",
+                baseline_rate=1 / k,
+                ratio=share,
+                ratio_is="the busiest process's CPU / all the services' CPU",
+                target=Target("<=", 0.28) if targeted else None,
+                note=f"per process: {', '.join(f'{c:.2f}s' for c in run['process_cpu_seconds'])}",
+                extra={"process_cpu_seconds": run["process_cpu_seconds"]},
             )
         )
     return results
@@ -467,7 +733,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
         description="Figure 9 at a size of your choice (or, with --uri, the publisher process).",
     )
     parser.add_argument("--uri", help="publish --n reports to this store and exit")
-    parser.add_argument("--n", type=int, default=2_000, help="workflows per run")
+    parser.add_argument("--n", type=int, default=10_000, help="workflows per run")
     parser.add_argument("--failover-n", type=int, default=1_000, help="workflows, failover run")
     parser.add_argument("--processes", default="1,2,4", help="process counts (first: baseline)")
     parser.add_argument("--stores", default="sqlite,postgres", help=f"of {','.join(STORES)}")

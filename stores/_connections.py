@@ -52,6 +52,13 @@ class ThreadConnections(Generic[C]):
         """Bumped by :meth:`drop_all`: a thread's connection of an older one is stale."""
         self._stale: list[Pair[C]] = []
         """Connections :meth:`drop_all` found in use: their threads close them."""
+        self._opened = 0
+
+    @property
+    def opened(self) -> int:
+        """How many connections were opened since the store opened (kept for a thread's life, a
+        count that grows only with the threads, or where one broke)."""
+        return self._opened
 
     @property
     def closed(self) -> bool:
@@ -82,6 +89,7 @@ class ThreadConnections(Generic[C]):
         connection = self._connect()
         pair = (connection, threading.RLock())
         with self._registry:
+            self._opened += 1
             if self._closed:
                 connection.close()
                 raise self._closed_error()
@@ -109,6 +117,18 @@ class ThreadConnections(Generic[C]):
         if getattr(self._local, "pair", None) == pair:
             self._local.pair = None
         pair[0].close()
+
+    def drop_connection(self, connection: C) -> None:
+        """:meth:`drop` the pair that holds ``connection`` (closed all the same if none does:
+        :meth:`drop_all` or :meth:`close` let go of it already)."""
+        with self._registry:
+            pair = next((p for p in self._pairs if p[0] is connection), None)
+        if pair is None:
+            if getattr(self._local, "pair", (None,))[0] is connection:
+                self._local.pair = None
+            connection.close()
+            return
+        self.drop(pair)
 
     def drop_all(self) -> None:
         """Close every connection not in use now (this thread's too), and make every thread

@@ -93,6 +93,9 @@ class Processor(Committing):
     def __init__(self, context: Context) -> None:
         super().__init__(context)
         self.caught_up = False
+        self.delivered = 0
+        """How many events this processor's subscriptions delivered (its share of the log
+        read, before its own filtering by partition): ``decider.processor.delivered``."""
         self.errors = ErrorLog(ERRORS_KEPT)
         self._subscription: Subscription | None = None
         self._lock = threading.Lock()
@@ -198,6 +201,7 @@ class Processor(Committing):
                             break
                     item = subscription.poll(0)
                 if batch:
+                    self.delivered += len(batch)
                     self.process(batch)
                 self.drained()
                 self.context.progress()

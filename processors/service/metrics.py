@@ -10,7 +10,9 @@ without an SDK nothing is ever computed. Per processor (attribute ``decider.proc
   pending input is past its checkpoint (counting at most :data:`LAG_PAGE` pending inputs);
   0 when it has caught up;
 - ``decider.processor.handled``, ``.carried_out``, ``.fired``, ``.parked``, ``.skipped``,
-  ``.conflicts``: the processors' own counters, where a processor keeps one; and
+  ``.conflicts``: the processors' own counters, where a processor keeps one;
+  ``.delivered``: the events the processor's subscriptions delivered to it (what it read of
+  the log, before it kept its partitions' inputs); and
   ``.in_flight``, ``.backing_off``: the command pool's calls running and commands waiting to
   retry, now;
 - ``decider.cache.hits`` / ``decider.cache.misses`` and ``decider.cache.hit_ratio``: the
@@ -83,7 +85,7 @@ LAG_PAGE = 1000
 SAMPLE_EVERY = 1.0
 """Seconds a sample is reused for: the instruments of one collection share one."""
 
-COUNTERS = ("handled", "carried_out", "fired", "parked", "skipped", "conflicts")
+COUNTERS = ("handled", "carried_out", "fired", "parked", "skipped", "conflicts", "delivered")
 """The processors' counters exported as ``decider.processor.<name>``, where they have one."""
 
 GAUGES = ("in_flight", "backing_off")

@@ -67,6 +67,26 @@ def roll_back(connection: _Connection) -> None:
             connection.execute("ROLLBACK")
 
 
+def forget_prepared(connection: _Connection) -> bool:
+    """After a failed pipeline: make psycopg forget the statements it believes prepared, and
+    deallocate them all on the server before the connection's next statement; ``False`` where
+    this psycopg has no such cache to reset (the caller then replaces the connection).
+
+    psycopg counts a statement's runs and, at the fifth, queues its ``Parse`` and marks it
+    prepared at once; in pipeline mode nothing takes that mark back when the pipeline aborts
+    before the ``Parse`` runs, so the next use fails with ``prepared statement "_pg3_N" does
+    not exist``. There is no public way to reset the cache (a ``ROLLBACK`` does it only the
+    first time psycopg sees one): this uses its private ``_prepared.clear()``, which the
+    store's tests exercise (a failed batch with its statements prepared, then another).
+    """
+    prepared = getattr(connection, "_prepared", None)
+    clear = getattr(prepared, "clear", None)
+    if not callable(clear):
+        return False
+    clear()
+    return True
+
+
 def store_error(name: str, exc: psycopg.Error) -> StoreError:
     """The one place where psycopg's errors become the store's.
 

@@ -6,20 +6,23 @@ race for a stream's next revision, and a read of the log that sees this store's 
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
 import psycopg
+from psycopg.pq import TransactionStatus
 from psycopg.rows import TupleRow
 
 from decider.stores._connections import ThreadConnections
 from decider.stores.errors import StoreUnavailable
 from decider.stores.postgres._append import one_row
-from decider.stores.postgres._connect import roll_back
+from decider.stores.postgres._connect import forget_prepared, roll_back
 from decider.stores.postgres._sql import Statements
 
+_LOG = logging.getLogger(__name__)
 _T = TypeVar("_T")
 _Connection = psycopg.Connection[TupleRow]
 Using = Callable[[], AbstractContextManager[_Connection]]
@@ -41,35 +44,97 @@ def write_transaction(
 ) -> _T:
     """Run ``body`` in a write transaction (pipeline mode); what its result reader returns
     once the transaction ends. A transaction that loses a race for a stream's next revision
-    is rolled back and run again on a new connection (see ``PostgresEventStore._write``).
+    is rolled back and run again on the same connection.
 
     ``body``'s second argument says whether this is the first try, on which it may let the
     store's constraints check its appends' expectations (:func:`~decider.stores.postgres.
     _append.insert_plain`): an expectation not met is then a unique or not-null violation,
-    and the transaction is run again with that argument false, reading the streams first."""
+    and the transaction is run again with that argument false, reading the streams first.
+
+    A failed transaction (a lost race, ``LeaseLost``, a conflict) leaves its pipeline in step
+    and is rolled back on its connection, which the thread keeps. Only a connection that cannot
+    be rolled back (it broke) is replaced, and that is logged with its cause."""
     for attempt in range(_MAX_RACES):
         with using() as connection:
             try:
-                with connection.pipeline() if _PIPELINE else contextlib.nullcontext():
-                    connection.execute("BEGIN")
-                    finish = body(connection, attempt == 0)
-                    connection.execute("COMMIT")
+                finish = _run(connection, body, first_try=attempt == 0)
             except (psycopg.errors.UniqueViolation, psycopg.errors.NotNullViolation) as exc:
                 if attempt and isinstance(exc, psycopg.errors.NotNullViolation):
-                    roll_back(connection)
+                    _recover(connection, connections, exc, name)
                     raise  # only the first try's guard makes one: anything else is a bug
-                # A new connection: psycopg's cache of prepared statements may believe in
-                # one whose preparation the failed pipeline skipped.
-                connections.drop(connections.get())
-                connection.close()
+                _recover(connection, connections, exc, name)
                 continue
-            except BaseException:
-                roll_back(connection)
+            except BaseException as exc:
+                _recover(connection, connections, exc, name)
                 raise
             return finish()
     raise StoreUnavailable(
         f"PostgreSQL {name}: an append lost {_MAX_RACES} races in a row for a stream's"
         " next revision"
+    )
+
+
+def _run(
+    connection: _Connection,
+    body: Callable[[_Connection, bool], Callable[[], _T]],
+    *,
+    first_try: bool,
+) -> Callable[[], _T]:
+    """``BEGIN``, ``body`` and ``COMMIT``, down one pipeline where libpq has them."""
+    if not _PIPELINE:
+        connection.execute("BEGIN")
+        finish = body(connection, first_try)
+        connection.execute("COMMIT")
+        return finish
+    with connection.pipeline() as pipeline:
+        try:
+            connection.execute("BEGIN")
+            finish = body(connection, first_try)
+            connection.execute("COMMIT")
+        except BaseException:
+            # Sync here, so the pipeline ends in step: the statements queued behind the
+            # failure come back aborted (errors of no cause of their own, ignored), and
+            # leaving the pipeline has nothing left to fail on (psycopg would log "error
+            # ignored terminating ... pipeline aborted" and the connection's state would be
+            # left to chance).
+            if not connection.closed:
+                with contextlib.suppress(psycopg.Error):
+                    pipeline.sync()
+            raise
+    return finish
+
+
+def _recover(
+    connection: _Connection,
+    connections: ThreadConnections[_Connection],
+    cause: BaseException,
+    name: str,
+) -> None:
+    """Roll back a failed write transaction on its connection; where that cannot be done (the
+    connection broke), forget the connection, so the thread's next use opens another, and say
+    so once, with the cause.
+
+    A transaction the server failed (``INERROR``: a statement of the pipeline failed, so the
+    ones behind it were skipped) also has psycopg's prepared statements reset
+    (:func:`~decider.stores.postgres._connect.forget_prepared`); one that failed in Python (a
+    lost lease, a conflict, found from what was read) ran every statement it sent."""
+    aborted = (
+        not connection.closed and connection.info.transaction_status == TransactionStatus.INERROR
+    )
+    roll_back(connection)
+    if (
+        not connection.closed
+        and connection.info.transaction_status == TransactionStatus.IDLE
+        and (not aborted or forget_prepared(connection))
+    ):
+        return
+    connections.drop_connection(connection)
+    reason = " ".join(str(cause).split()) or type(cause).__name__
+    _LOG.warning(
+        "PostgreSQL %s: a connection replaced after a failed transaction (%s: %s)",
+        name,
+        type(cause).__name__,
+        reason,
     )
 
 

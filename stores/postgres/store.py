@@ -66,8 +66,11 @@ store's first subscription starts one thread that ``LISTEN``s and wakes the wait
 subscriptions (:mod:`decider.stores.postgres._listen`): other processes' appends arrive within a
 round trip or two, and this store's own at once.
 
-Threads and processes. Each thread has its own connection (closed when the thread ends or the
-store closes); each process opens its own store. The schema and tables are created on open if
+Threads and processes. Each thread has its own connection, kept for the thread's life (closed
+when the thread ends or the store closes): a failed write transaction (a lost race, a conflict,
+a lost lease) is rolled back on it, and only a connection that broke is replaced, logged with
+its cause (:attr:`PostgresEventStore.connections_opened` counts them); each process opens its
+own store. The schema and tables are created on open if
 missing (or migrated), under an advisory lock, so two processes may open a new schema at once.
 
 WARNING: open the store after forking, never before: a connection must not cross a fork.
@@ -231,6 +234,12 @@ class PostgresEventStore:
     def name(self) -> str:
         """The database and schema, as a URI without a password (used in error messages)."""
         return self._name
+
+    @property
+    def connections_opened(self) -> int:
+        """How many connections this store's threads have opened (one per thread for its life;
+        more only where one broke): the LISTEN and NOTIFY threads' are not counted."""
+        return self._connections.opened
 
     def __repr__(self) -> str:
         return f"PostgresEventStore({self._name!r})"

@@ -212,6 +212,10 @@ def test_the_metrics_endpoint_shows_lag_and_handler_latency_during_a_run(
     assert running_instances == 1
     assert value(samples, "decider_processor_inputs", "decider_processor_inputs_total",
                  decider_processor=workflow) == 2  # fmt: skip
+    # Both inputs reached the workflow processor, among the other events it was delivered.
+    delivered = value(samples, "decider_processor_delivered", "decider_processor_delivered_total",
+                      decider_processor=workflow)  # fmt: skip
+    assert delivered is not None and delivered >= 2
 
     # Held longer than its progress_within, the instance counts as stuck.
     def stuck() -> float | None:
