@@ -356,9 +356,10 @@ class Codec:
             doc["traceparent"] = metadata.traceparent
             if metadata.tracestate:
                 doc["tracestate"] = metadata.tracestate
-        if all(type(value) is str for value in doc.values()):
-            return _json.dumps_plain(doc)
-        return _json.dumps(doc)  # a field that is not a string: json's bytes, or its TypeError
+        for value in doc.values():
+            if type(value) is not str:  # json's bytes, or its TypeError
+                return _json.dumps(doc)
+        return _json.dumps_strings(doc)
 
     def decode_metadata(self, data: bytes) -> Metadata:
         """Metadata from JSON bytes."""

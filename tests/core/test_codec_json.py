@@ -107,6 +107,23 @@ def test_dumps_plain_is_json_at_the_edges(implementation: str, doc: Any) -> None
     assert _outcome(_json.dumps_plain, doc) == _outcome(lambda d: STDLIB.encode(d).encode(), doc)
 
 
+@given(doc=st.dictionaries(st.text(), st.text(), max_size=6))
+def test_dumps_strings_writes_the_bytes_json_writes(doc: dict[str, str]) -> None:
+    assert _outcome(_json.dumps_strings, doc) == _outcome(lambda d: STDLIB.encode(d).encode(), doc)
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {"text": '\u2028\u2029\x7f\x00\x1f\x08\x0c\n\r\t"\\/é😀', "n": "null", "e": ":1e16"},
+        {"surrogate": "\ud800"},  # json's UnicodeEncodeError
+        {"\udfff": "key"},
+    ],
+)
+def test_dumps_strings_is_json_at_the_edges(implementation: str, doc: dict[str, str]) -> None:
+    assert _outcome(_json.dumps_strings, doc) == _outcome(lambda d: STDLIB.encode(d).encode(), doc)
+
+
 def test_stored_bytes_and_decode_errors_are_the_same_with_either(implementation: str) -> None:
     codec = Codec()
     metadata = Metadata(message_id="m-1", correlation_id="c\u2028é", causation_id="0e5")
