@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import functools
-import uuid
 from datetime import datetime
 
+from decider.ids import uuid_from_bytes
 from decider.stores.protocol import Filter, RecordedEvent
 
 SCHEMA = """
@@ -123,7 +123,7 @@ def decode(row: Row) -> RecordedEvent:
     """A stored row as a :class:`RecordedEvent`."""
     position, stream, revision, event_id, event_type, data, metadata, recorded_at = row
     return RecordedEvent(
-        id=uuid.UUID(bytes=event_id),
+        id=uuid_from_bytes(event_id),
         type=event_type,
         data=data,
         metadata=metadata,
