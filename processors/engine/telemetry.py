@@ -224,9 +224,11 @@ def input_span(processor: str, event: RecordedEvent) -> contextlib.AbstractConte
 
     Nothing is started when nothing traces and the input carries no trace context.
     """
-    INPUTS.add(1, _processor_labels(processor))
+    INPUTS.add(1, _PROCESSOR_LABELS.get(processor) or _processor_labels(processor))
     tracer, active = _TRACER.get()
-    parent = _stored_context(event.metadata)
+    metadata = event.metadata
+    # No JSON is read, nor a call made, for the common input that carries no trace context.
+    parent = _stored_context(metadata) if b"traceparent" in metadata else None
     if parent is None and not active:
         return _NOTHING
     return _input_span(tracer, active, parent, processor, event)

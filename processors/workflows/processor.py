@@ -28,6 +28,7 @@ from typing import Any
 import attrs
 
 from decider import (
+    Began,
     InitiatedBy,
     Received,
     Scheduled,
@@ -258,7 +259,10 @@ class WorkflowProcessor(DecidingProcessor):
                 correlation_id=instance_id,
                 causation_id=cause,
                 recorded_at=recorded_at,
-                workflow_version=began_version(self.workflow, wf_event),
+                # Recorded on Began only (asked there, not on every event).
+                workflow_version=(
+                    began_version(self.workflow, wf_event) if type(wf_event) is Began else None
+                ),
                 traceparent=parent,
                 tracestate=state,
             )
