@@ -48,21 +48,6 @@ def event_id(stream: str, cause_id: str, index: int) -> uuid.UUID:
     return derived
 
 
-def uuid_from_bytes(raw: bytes) -> uuid.UUID:
-    """``uuid.UUID(bytes=raw)``, made without ``UUID.__init__``'s layers of checks (a store
-    makes one for every event it reads); its ``ValueError`` where ``raw`` is not 16 bytes.
-
-    >>> uuid_from_bytes(NAMESPACE.bytes) == NAMESPACE
-    True
-    """
-    if type(raw) is not bytes or len(raw) != 16:
-        return uuid.UUID(bytes=raw)
-    made = _new(_UUID)
-    _set(made, "int", int.from_bytes(raw, "big"))
-    _set(made, "is_safe", _SAFE_UNKNOWN)
-    return made
-
-
 def new_id(prefix: str) -> str:
     """A new id: ``prefix``, an underscore, then a ULID (sortable by creation time).
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import functools
+import uuid
 from datetime import datetime
 
-from decider.ids import uuid_from_bytes
 from decider.stores.protocol import Filter, RecordedEvent
 
 SCHEMA = """
@@ -117,6 +117,28 @@ def _prefixes(column: str, prefixes: tuple[str, ...], params: list[object]) -> s
         parts.append(f"substr({column}, 1, ?) = ?")
         params.extend((len(prefix), prefix))
     return "(" + " OR ".join(parts) + ")"
+
+
+_UUID = uuid.UUID
+_new = object.__new__
+_set = object.__setattr__  # UUID objects are immutable: its own __init__ sets them this way
+_SAFE_UNKNOWN = uuid.SafeUUID.unknown
+
+
+def uuid_from_bytes(raw: bytes) -> uuid.UUID:
+    """``uuid.UUID(bytes=raw)``, made without ``UUID.__init__``'s layers of checks (one for
+    every event read); its ``ValueError`` where ``raw`` is not 16 bytes.
+
+    >>> raw = bytes(range(16))
+    >>> uuid_from_bytes(raw) == uuid.UUID(bytes=raw)
+    True
+    """
+    if type(raw) is not bytes or len(raw) != 16:
+        return uuid.UUID(bytes=raw)
+    made = _new(_UUID)
+    _set(made, "int", int.from_bytes(raw, "big"))
+    _set(made, "is_safe", _SAFE_UNKNOWN)
+    return made
 
 
 def decode(row: Row) -> RecordedEvent:
