@@ -490,7 +490,8 @@ class Codec:
 
     @staticmethod
     def _dumps(doc: Any) -> bytes:
-        return _json.dumps(doc)  # what the converter made may hold what only msgspec writes
+        # What the converter made may hold what only msgspec writes: json's bytes or error.
+        return _json.dumps_converted(doc)
 
     @staticmethod
     def _loads(type_name: str, data: bytes) -> JSON:
