@@ -10,6 +10,12 @@ the same handlers, and writes the same 11 rows per workflow with derived ids
 (:func:`decider.event_id`) and the same metadata, with each stage's checkpoint in the batch's
 transaction. That loop is the floor: what the work costs with nothing around it.
 
+The live shape (SQLite): the same service, started on an empty store while another process
+publishes the N reports (one ``App.publish`` each, as fast as it goes), against the catch-up
+run above: service CPU per workflow live / catch-up, in the same run (issue 24's bound: 1.3x),
+with both rates (workflows per second; the live one from the publisher's first report to the
+last fine, so bounded by the publisher) beside it. Its rows must be the catch-up run's.
+
 Both sides publish the same inputs (fixed message ids), so they must write the same rows: each
 side reports a digest of the rows it wrote (stream, revision, id, type, data, metadata), and a
 run whose digests differ, or that did not write 11 events per workflow, fails.
@@ -53,6 +59,7 @@ from typing import Any
 
 from benchmarks import pg
 from benchmarks.end_to_end import RunFailed, _open_store, _python_env, _wait_for_fines
+from benchmarks.fresh import end
 from benchmarks.harness import Figure, Pending, Result, Target
 from decider import Began, Completed, InitiatedBy, Received, Send, Sent, event_id
 from decider.processors import Service
@@ -79,6 +86,9 @@ TARGETS = {"sqlite": 2.0, "memory": 2.5, "postgres": 2.0}
 
 SERVER_TARGET = 1.5
 """Issue 24's bound on the PostgreSQL server's CPU per workflow, service / loop."""
+
+LIVE_TARGET = 1.3
+"""Issue 24's bound on the live shape's service CPU per workflow / the catch-up run's (SQLite)."""
 
 BATCH = 500
 """The loop's batch: inputs (or commands) per transaction."""
@@ -240,14 +250,29 @@ def _store_rows(store: EventStore) -> list[tuple[str, int, bytes, str, bytes, by
 
 
 def service_once(
-    kind: str, n: int, directory: Path, uri: str | None, schema: str | None, calls: bool
+    kind: str,
+    n: int,
+    directory: Path,
+    uri: str | None,
+    schema: str | None,
+    calls: bool,
+    live: bool = False,
 ) -> dict[str, Any]:
     """The service's run in this process: CPU per workflow, its split, the rows it wrote
-    (with ``calls``: Python calls per workflow instead of times worth reporting)."""
+    (with ``calls``: Python calls per workflow instead of times worth reporting).
+
+    ``live``: the live shape. Nothing is published before the service starts; as it starts,
+    another process (:func:`publish_once`) publishes the N reports to the same store, one
+    ``App.publish`` each, while the service runs (SQLite only: a store another process can
+    open). The rate is N over the time from that process's first report to the last fine."""
+    if live and kind != "sqlite":
+        raise ValueError("the live shape runs on SQLite (another process writes the inputs)")
     store = _open_store(kind, directory, uri, schema)
     backends = _PgBackends(uri) if kind == "postgres" and uri else None
+    publisher: subprocess.Popen[str] | None = None
     try:
-        _publish(store, n)
+        if not live:
+            _publish(store, n)
         service = Service(sample.make_app(), store)
         go, observed = threading.Event(), dict[str, float]()
 
@@ -267,9 +292,21 @@ def service_once(
             counter.start(all_threads=True)
         go.set()
         service.start()
+        if live:
+            publisher = subprocess.Popen(
+                [
+                    *(sys.executable, "-m", "benchmarks.floor", "--side", "publish"),
+                    *("--store", kind, "--n", str(n), "--dir", str(directory)),
+                ],
+                stdout=subprocess.PIPE,
+                text=True,
+                cwd=_ROOT,
+                env=_python_env(),
+            )
         try:
             observer.join()
             seconds, cpu = time.perf_counter() - start, _process_cpu() - cpu_start
+            ended_at = time.time()
             counter.stop()
             # The service's threads keep counting until they stop: count up to the last fine.
             counted = sum(c for ident, c in counter.by_thread.items() if ident != observer.ident)
@@ -279,7 +316,18 @@ def service_once(
             service.stop()
         rows = _store_rows(store)
         errors = [repr(error) for error in service.errors]
+        published_from: float | None = None
+        if publisher is not None:
+            out, _ = publisher.communicate(timeout=60)
+            if publisher.returncode != 0:
+                errors.append(f"the publisher exited {publisher.returncode}")
+            else:
+                published = json.loads(out.strip().splitlines()[-1])
+                published_from = published["started_at"]
+                observed["publish_seconds"] = published["seconds"]
     finally:
+        if publisher is not None and publisher.poll() is None:
+            end(publisher, grace=5.0)
         store.close()
         if backends:
             backends.close()
@@ -289,7 +337,7 @@ def service_once(
     if rest > 0:
         split["other"] = round(rest, 6)
     return {
-        "side": "service",
+        "side": "live" if live else "service",
         "store": kind,
         "n": n,
         "issued": int(observed["issued"]),
@@ -303,8 +351,23 @@ def service_once(
             _server_seconds(server_before, server_after) / n * 1e6 if backends else None
         ),
         "calls_per_workflow": counted / n if calls else None,
+        "live_seconds": None if published_from is None else ended_at - published_from,
+        "publish_seconds": observed.get("publish_seconds"),
         **_digest(rows),
     }
+
+
+def publish_once(kind: str, n: int, directory: Path) -> dict[str, Any]:
+    """The live shape's publisher (a process of its own): the N reports, one ``App.publish``
+    each, as fast as it goes; when it started (the wall clock, for the service's process) and
+    how long it took."""
+    store = _open_store(kind, directory, None, None)
+    try:
+        started_at, start = time.time(), time.perf_counter()
+        _publish(store, n)
+        return {"started_at": started_at, "seconds": time.perf_counter() - start}
+    finally:
+        store.close()
 
 
 # The loop ---------------------------------------------------------------------------------
@@ -706,7 +769,7 @@ def loop_once(
 
 def _child_main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.floor")
-    parser.add_argument("--side", choices=("service", "loop"), required=True)
+    parser.add_argument("--side", choices=("service", "loop", "live", "publish"), required=True)
     parser.add_argument("--store", choices=STORES, required=True)
     parser.add_argument("--n", type=int, required=True)
     parser.add_argument("--dir", type=Path, required=True)
@@ -714,8 +777,15 @@ def _child_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--schema", default=None)
     parser.add_argument("--calls", action="store_true", help="count Python calls instead")
     args = parser.parse_args(argv)
-    run = service_once if args.side == "service" else loop_once
-    result = run(args.store, args.n, args.dir, args.uri, args.schema, args.calls)
+    if args.side == "publish":
+        result = publish_once(args.store, args.n, args.dir)
+    elif args.side == "live":
+        result = service_once(
+            args.store, args.n, args.dir, args.uri, args.schema, args.calls, live=True
+        )
+    else:
+        run = service_once if args.side == "service" else loop_once
+        result = run(args.store, args.n, args.dir, args.uri, args.schema, args.calls)
     print(json.dumps(result), flush=True)
     return 0
 
@@ -784,15 +854,17 @@ def measure_store(
 ) -> list[Result]:
     """Figure 12 on one store: ``repeats`` pairs of runs (service then loop, alternated), then
     one call-counting run of each side at ``calls_n``; the medians' ratio."""
-    services, loops = [], []
+    services, loops, lives = [], [], []
     for _ in range(repeats):
         services.append(run_in_child("service", kind, n, timeout, pg_uri))
         loops.append(run_in_child("loop", kind, n, timeout, pg_uri))
-    for service, loop in zip(services, loops, strict=True):
-        if (service["digest"], service["streams"]) != (loop["digest"], loop["streams"]):
+        if kind == "sqlite":
+            lives.append(run_in_child("live", kind, n, timeout, pg_uri))
+    for service, other in [*zip(services, loops, strict=True), *zip(services, lives, strict=False)]:
+        if (service["digest"], service["streams"]) != (other["digest"], other["streams"]):
             raise RunFailed(
-                f"floor {kind} N={n}: the loop did not write what the service wrote:"
-                f" {service['streams']} vs {loop['streams']}"
+                f"floor {kind} N={n}: the {other['side']} run did not write what the service"
+                f" wrote: {service['streams']} vs {other['streams']}"
             )
     service_calls = run_in_child("service", kind, calls_n, timeout, pg_uri, calls=True)
     loop_calls = run_in_child("loop", kind, calls_n, timeout, pg_uri, calls=True)
@@ -849,6 +921,8 @@ def measure_store(
             extra=extra,
         )
     ]
+    if lives:
+        results.append(_live_figure(n, services, lives))
     if kind == "postgres":
         server_us = median(services, "server_cpu_us_per_workflow")
         loop_server_us = median(loops, "server_cpu_us_per_workflow")
@@ -873,6 +947,46 @@ def measure_store(
             )
         )
     return results
+
+
+def _live_figure(n: int, services: list[dict[str, Any]], lives: list[dict[str, Any]]) -> Figure:
+    """The live shape on SQLite against the catch-up runs of the same measurement."""
+    live_us = statistics.median(run["cpu_us_per_workflow"] for run in lives)
+    catch_up_us = statistics.median(run["cpu_us_per_workflow"] for run in services)
+    live_rate = statistics.median(n / run["live_seconds"] for run in lives)
+    catch_up_rate = statistics.median(n / run["seconds"] for run in services)
+    publish_rate = statistics.median(n / run["publish_seconds"] for run in lives)
+    chosen = min(lives, key=lambda run: abs(run["cpu_us_per_workflow"] - live_us))
+    split_us = {name: round(seconds / n * 1e6, 1) for name, seconds in chosen["threads"].items()}
+    split_text = ", ".join(
+        f"{_short(name, sample.app.name)} {us:,.0f}" for name, us in split_us.items() if us >= 0.5
+    )
+    return Figure(
+        key="floor_live_sqlite",
+        title=f"12. sqlite live: service CPU per workflow, inputs published meanwhile, N={n:,}",
+        unit="us CPU/workflow",
+        rate=live_us,
+        baseline="the catch-up run's service CPU per workflow, same run",
+        baseline_rate=catch_up_us,
+        ratio=live_us / catch_up_us,
+        ratio_is="live CPU / catch-up CPU per workflow (lower is better)",
+        target=Target("<=", LIVE_TARGET),
+        note=(
+            f"median of {len(lives)}; another process published the reports while the service"
+            f" ran ({publish_rate:,.0f} reports/s alone); {live_rate:,.0f} workflows/s live"
+            f" (first report to last fine) against {catch_up_rate:,.0f} in catch-up;"
+            f" per thread (us/workflow): {split_text}; the same rows as the catch-up run"
+        ),
+        extra={
+            "n": n,
+            "live_us": [run["cpu_us_per_workflow"] for run in lives],
+            "catch_up_us": [run["cpu_us_per_workflow"] for run in services],
+            "live_workflows_per_second": live_rate,
+            "catch_up_workflows_per_second": catch_up_rate,
+            "publish_reports_per_second": publish_rate,
+            "threads_us_per_workflow": split_us,
+        },
+    )
 
 
 def measure(

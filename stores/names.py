@@ -84,7 +84,20 @@ class NameRules:
         """:meth:`check` for a stream name and the types of the events appended to it."""
         self.check(STREAM, stream)
         for event in events:
-            self.check(EVENT_TYPE, event.type)
+            event_type = event.type
+            if type(event_type) is not str or event_type not in _GOOD_TYPES:
+                self.check(EVENT_TYPE, event_type)
+                if len(_GOOD_TYPES) >= _GOOD_TYPES_KEPT:
+                    _GOOD_TYPES.clear()
+                _GOOD_TYPES.add(event_type)
+
+
+_GOOD_TYPES: set[str] = set()
+"""Event types that passed :meth:`NameRules.check` (whatever the rules: a type has no length
+limit), so an append checks each of an app's few types once, not every event's."""
+
+_GOOD_TYPES_KEPT = 4096
+"""How many types :data:`_GOOD_TYPES` holds before it starts again."""
 
 
 DEFAULT = NameRules()

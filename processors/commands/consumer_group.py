@@ -362,10 +362,11 @@ class ConsumerGroupCommandProcessor(CommandProcessor):
             retry_here=False,
         )
 
-    def _submit(
+    def _submit(  # noqa: PLR0917
         self,
         handler: HandlerRegistration,
         event: RecordedEvent,
+        command_id: str,
         metadata: Metadata,
         round_key: str,
         entry: object,
@@ -387,7 +388,7 @@ class ConsumerGroupCommandProcessor(CommandProcessor):
                     extra={"command_id": str(event.id), "event_type": handler.type_name},
                 )
                 return None
-        return super()._submit(handler, event, metadata, round_key, entry)
+        return super()._submit(handler, event, command_id, metadata, round_key, entry)
 
     def _job_concluded(  # noqa: PLR0917
         self,

@@ -128,10 +128,14 @@ class CommandPool:
         self.log = logs.with_context(logger or logging.getLogger(__name__), processor=name)
         # One lock; the workers, the watchdog and wait_calls each wait on their own condition,
         # so a change wakes one worker, not every thread of the pool.
-        lock = threading.Lock()
+        # Taken directly where no condition is waited on or notified (a Condition's own
+        # __enter__ and __exit__ are two calls in Python, several per command).
+        self._lock = lock = threading.Lock()
         self._cond = threading.Condition(lock)
         self._watch_cond = threading.Condition(lock)
         self._calls_cond = threading.Condition(lock)
+        self._calls_waiting = 0
+        """How many threads wait on ``_calls_cond`` (the lock held): none, almost always."""
         self._queues: dict[str, collections.deque[Job]] = {}
         self._ready: collections.deque[str] = collections.deque()
         self._running: dict[str, int] = collections.Counter()
@@ -180,7 +184,7 @@ class CommandPool:
 
     def close(self) -> None:
         """End every thread (a call in hand is abandoned; its answer is ignored)."""
-        with self._cond:
+        with self._lock:
             self._closed = True
             self._generation += 1
             self._wake_all()
@@ -210,7 +214,7 @@ class CommandPool:
         """Queue ``job`` behind the earlier jobs of its key; or, if ``inline`` allows it, its
         handler is quick and nothing of its key is in hand, carry its call out now, on this
         thread (it concludes, or waits for its retry, before this returns)."""
-        with self._cond:
+        with self._lock:
             job.generation = self._generation
             queue = self._queues.get(job.key)
             if queue is not None:
@@ -226,36 +230,40 @@ class CommandPool:
 
     def in_hand(self) -> int:
         """How many submitted jobs have not concluded."""
-        with self._cond:
+        with self._lock:
             return sum(len(queue) for queue in self._queues.values())
 
     def calls_in_flight(self) -> int:
         """How many handler calls are running now."""
-        with self._cond:
+        with self._lock:
             return self._in_flight
 
     def pause(self) -> None:
         """Start no new call (a stop is coming); calls in flight go on."""
-        with self._cond:
+        with self._lock:
             self._paused = True
 
     def wait_calls(self, deadline: float, tick: Callable[[], None]) -> bool:
         """Wait until no call is in flight or the monotonic ``deadline`` passes, calling
         ``tick`` each time a call ends (woken by it, no polling); whether none is left."""
         while True:
-            with self._cond:
+            with self._lock:
                 if self._in_flight == 0:
                     return True
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return False
-                self._calls_cond.wait(remaining)
+                self._calls_waiting += 1
+                try:
+                    self._calls_cond.wait(remaining)
+                finally:
+                    self._calls_waiting -= 1
             tick()
 
     def reset(self) -> None:
         """Forget every job (a new subscription life submits them again); the answers of
         calls still in flight are ignored. The pool runs again (a pause ends)."""
-        with self._cond:
+        with self._lock:
             self._generation += 1
             self._queues.clear()
             self._ready.clear()
@@ -266,7 +274,7 @@ class CommandPool:
 
     def load(self) -> list[HandlerLoad]:
         """Each handler's commands now (handlers with none are left out)."""
-        with self._cond:
+        with self._lock:
             queued: dict[str, int] = collections.Counter()
             for queue in self._queues.values():
                 for job in queue:
@@ -285,7 +293,7 @@ class CommandPool:
 
     def _work(self, worker: _Worker) -> None:
         while True:
-            with self._cond:
+            with self._lock:
                 job = self._take(worker)
                 if job is None:
                     return
@@ -301,7 +309,7 @@ class CommandPool:
             start = time.perf_counter()
             outcome = self._call(job)
             seconds = time.perf_counter() - start
-            with self._cond:
+            with self._lock:
                 if worker.abandoned:
                     # Timed out: the watchdog concluded this attempt and replaced the worker.
                     self._abandoned -= 1
@@ -400,13 +408,13 @@ class CommandPool:
         try:
             outcome = self._call(job)
         except BaseException:  # an interrupt: the call is over, the thread's owner ends
-            with self._cond:
+            with self._lock:
                 self._inline = None
                 if not caller.abandoned:
                     self._finish_call(job)
             raise
         seconds = time.perf_counter() - start
-        with self._cond:
+        with self._lock:
             self._inline = None
             if caller.abandoned:
                 self._ignore_late(job)
@@ -452,7 +460,7 @@ class CommandPool:
         here (no worker thread in between)."""
         self._attempted(job, outcome)
         while True:
-            with self._cond:
+            with self._lock:
                 if self._closed or self._paused or self._in_flight >= self.size:
                     return
                 following, _ = self._pick(only_async=True)
@@ -495,7 +503,7 @@ class CommandPool:
                 "retry_in": delay,
             },
         )
-        with self._cond:
+        with self._lock:
             self._finish_call(job)
             if job.generation != self._generation:
                 return
@@ -505,15 +513,14 @@ class CommandPool:
         self._wake.set()
 
     def _conclude(self, job: Job, conclusion: Conclusion) -> None:
-        with self._cond:
-            current = job.generation == self._generation
-        if current:
+        # Read without the lock: a reset may come just after the read with it or without.
+        if job.generation == self._generation:
             try:
                 with telemetry.attached(job.trace):
                     job.conclude(conclusion)
             except Exception:  # the processor's bug: the job still ends, the worker goes on
                 self.log.exception("%s: concluding %s failed", self.name, job.command_id)
-        with self._cond:
+        with self._lock:
             self._finish_call(job)
             if job.generation != self._generation:
                 return
@@ -532,14 +539,15 @@ class CommandPool:
         self._in_flight -= 1
         if self._ready:
             self._cond.notify()  # a slot is free
-        self._calls_cond.notify_all()
+        if self._calls_waiting:
+            self._calls_cond.notify_all()
 
     # -- the timekeeper (back-off, on the service clock) --------------------------------------
 
     def _keep_time(self) -> None:
         while True:
             self._wake.clear()
-            with self._cond:
+            with self._lock:
                 if self._closed:
                     return
                 now = self.clock.now()
@@ -556,7 +564,7 @@ class CommandPool:
     def _watch(self) -> None:
         while True:
             expired: list[Job] = []
-            with self._cond:
+            with self._lock:
                 if self._closed:
                     return
                 now = time.monotonic()

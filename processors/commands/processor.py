@@ -450,16 +450,18 @@ class CommandProcessor(Processor):
         command_id = str(event.id)
         if kind == Kind.PUBLISHED:
             stream = streams.topic_stream(type_name, command_id)
-            draft.appends.append(self._copy(stream, event, metadata, NO_STREAM))
+            draft.appends.append(self._copy(stream, event, command_id, metadata, NO_STREAM))
         elif kind == Kind.REPLIED:
             stream = streams.reply_stream(metadata.causation_id or command_id)
-            draft.appends.append(self._copy(stream, event, metadata, ANY))
+            draft.appends.append(self._copy(stream, event, command_id, metadata, ANY))
         elif kind != Kind.SENT:
             raise Skip(f"{event.type!r} is not a command")
         elif type_name in app.routes:
-            draft.appends.append(self._copy(app.routes[type_name], event, metadata, ANY))
+            route = app.routes[type_name]
+            draft.appends.append(self._copy(route, event, command_id, metadata, ANY))
         elif type_name in app.handlers:
-            return self._submit(app.handlers[type_name], event, metadata, round_key, entry)
+            handler = app.handlers[type_name]
+            return self._submit(handler, event, command_id, metadata, round_key, entry)
         else:
             reason = f"no handler or route is registered for {type_name!r}"
             draft.appends.extend(self._park(event, type_name, metadata, reason, 0, round_key))
@@ -467,22 +469,27 @@ class CommandProcessor(Processor):
         return None
 
     def _copy(
-        self, stream: str, event: RecordedEvent, metadata: Metadata, expected: Any
+        self,
+        stream: str,
+        event: RecordedEvent,
+        command_id: str,
+        metadata: Metadata,
+        expected: Any,
     ) -> StreamAppend:
         """The append of the command's message, as stored, to ``stream`` with a derived id."""
         message_type = parse_type(event.type)[1]
-        new = self.copied(stream, str(event.id), message_type, event.data, metadata.correlation_id)
+        new = self.copied(stream, command_id, message_type, event.data, metadata.correlation_id)
         return StreamAppend(stream, [new], expected)
 
-    def _submit(
+    def _submit(  # noqa: PLR0917
         self,
         handler: HandlerRegistration,
         event: RecordedEvent,
+        command_id: str,
         metadata: Metadata,
         round_key: str,
         entry: object,
     ) -> object:
-        command_id = str(event.id)
         try:
             command = decoding.decode_message(self.context.app.codec, event, handler.type_name)
         except CorruptEvent as exc:

@@ -50,11 +50,37 @@ class Taken:
     """Whether no entry is in hand any more (every one added concluded and was taken)."""
 
 
+class _Guard:
+    """A lock, its condition, and how many threads wait on it: taken directly where nothing
+    waits or is notified, and a notify with no one waiting skipped (a ``Condition``'s
+    ``__enter__``, ``__exit__`` and ``notify_all`` cost calls in Python, on every command)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.cond = threading.Condition(self.lock)
+        self.waiting = 0
+
+    def wait(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for :meth:`notify_all`."""
+        with self.lock:
+            self.waiting += 1
+            try:
+                self.cond.wait(timeout)
+            finally:
+                self.waiting -= 1
+
+    def notify_all(self) -> None:
+        """Wake every thread in :meth:`wait` (the lock held)."""
+        if self.waiting:
+            self.cond.notify_all()
+
+
 class Watermark:
     """The entries in hand, in log order; thread-safe (workers conclude, the processor takes)."""
 
-    def __init__(self, cond: threading.Condition | None = None) -> None:
-        self._cond = cond or threading.Condition()
+    def __init__(self, guard: _Guard | None = None) -> None:
+        self._guard = guard or _Guard()
+        self._lock = self._guard.lock
         self._entries: collections.deque[Entry] = collections.deque()
         self._fresh: list[Entry] = []
         self.open = 0
@@ -63,39 +89,38 @@ class Watermark:
     def add(self, position: int) -> Entry:
         """A new entry for the input at ``position`` (after every earlier one)."""
         entry = Entry(position, lane=self)
-        with self._cond:
+        with self._lock:
             self._entries.append(entry)
             self.open += 1
         return entry
 
     def conclude(self, entry: Entry, appends: list[StreamAppend]) -> None:
         """``entry`` concluded, leading to ``appends``."""
-        with self._cond:
+        with self._lock:
             if entry.done:
                 return
             entry.done, entry.appends = True, appends
             self.open -= 1
             self._fresh.append(entry)
-            self._cond.notify_all()
+            self._guard.notify_all()
 
     def ready(self) -> bool:
         """Whether an entry concluded since the last take (there is something to commit)."""
-        with self._cond:
+        with self._lock:
             return bool(self._fresh)
 
     def idle(self) -> bool:
         """Whether no entry is in hand (none open, none to take)."""
-        with self._cond:
+        with self._lock:
             return not self._entries
 
     def wait(self, timeout: float) -> None:
         """Wait up to ``timeout`` seconds for an entry to conclude."""
-        with self._cond:
-            self._cond.wait(timeout)
+        self._guard.wait(timeout)
 
     def take(self) -> Taken:
         """What concluded since the last take, and how far the mark moved."""
-        with self._cond:
+        with self._lock:
             fresh, self._fresh = self._fresh, []
             mark: int | None = None
             while self._entries and self._entries[0].done:
@@ -113,11 +138,11 @@ class Watermark:
 
     def reset(self) -> None:
         """Forget every entry (a new subscription life dispatches them again)."""
-        with self._cond:
+        with self._lock:
             self._entries.clear()
             self._fresh = []
             self.open = 0
-            self._cond.notify_all()
+            self._guard.cond.notify_all()
 
 
 class Lanes:
@@ -125,7 +150,8 @@ class Lanes:
     condition, so the processor waits for a conclusion in any of them; thread-safe."""
 
     def __init__(self, on_conclude: Callable[[], None] = lambda: None) -> None:
-        self._cond = threading.Condition()
+        self._guard = _Guard()
+        self._lock = self._guard.lock
         self._lanes: dict[int, Watermark] = {}
         self.on_conclude = on_conclude
         """Called (on the concluding thread, no lock held) after an entry concluded: the
@@ -134,20 +160,23 @@ class Lanes:
     @property
     def open(self) -> int:
         """How many entries of every lane have not concluded."""
-        with self._cond:
-            return sum(lane.open for lane in self._lanes.values())
+        with self._lock:
+            total = 0
+            for lane in self._lanes.values():
+                total += lane.open
+            return total
 
     def keys(self) -> list[int]:
         """The keys that have a lane now."""
-        with self._cond:
+        with self._lock:
             return list(self._lanes)
 
     def lane(self, key: int) -> Watermark:
         """The watermark of ``key`` (a new one the first time)."""
-        with self._cond:
+        with self._lock:
             lane = self._lanes.get(key)
             if lane is None:
-                lane = self._lanes[key] = Watermark(self._cond)
+                lane = self._lanes[key] = Watermark(self._guard)
             return lane
 
     def add(self, key: int, position: int) -> Entry:
@@ -158,36 +187,40 @@ class Lanes:
         """``entry`` concluded, leading to ``appends`` (ignored if its lane was dropped); then
         :attr:`on_conclude` wakes whoever commits."""
         lane = entry.lane
-        with self._cond:
-            if lane is None or all(lane is not held for held in self._lanes.values()):
+        if lane is None:
+            return
+        with self._lock:
+            for held in self._lanes.values():
+                if held is lane:
+                    break
+            else:
                 return
-        lane.conclude(entry, appends)
+            lane.conclude(entry, appends)
         self.on_conclude()
 
     def drop(self, key: int) -> None:
         """Forget ``key``'s lane (its partition is no longer held): what concludes there is
         ignored."""
-        with self._cond:
+        with self._lock:
             self._lanes.pop(key, None)
-            self._cond.notify_all()
+            self._guard.cond.notify_all()
 
     def ready(self) -> bool:
         """Whether an entry of any lane concluded since the last takes."""
-        with self._cond:
+        with self._lock:
             return any(lane.ready() for lane in self._lanes.values())
 
     def idle(self) -> bool:
         """Whether no lane has an entry in hand."""
-        with self._cond:
+        with self._lock:
             return all(lane.idle() for lane in self._lanes.values())
 
     def wait(self, timeout: float) -> None:
         """Wait up to ``timeout`` seconds for an entry of any lane to conclude."""
-        with self._cond:
-            self._cond.wait(timeout)
+        self._guard.wait(timeout)
 
     def reset(self) -> None:
         """Forget every lane (a new subscription life dispatches its entries again)."""
-        with self._cond:
+        with self._lock:
             self._lanes.clear()
-            self._cond.notify_all()
+            self._guard.cond.notify_all()

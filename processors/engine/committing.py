@@ -40,7 +40,7 @@ from typing import Any
 
 import attrs
 
-from decider import Envelope, Metadata, event_id
+from decider import event_id
 from decider.codec import describe
 from decider.processors.app import streams
 from decider.processors.app.errors import ConflictsExhausted
@@ -502,15 +502,16 @@ class Committing(abc.ABC):
         """A new event for ``message`` whose id derives from ``stream``, ``cause`` and ``index``."""
         codec = self.context.app.codec
         new_id = event_id(stream, cause, index)
-        metadata = telemetry.inject(
-            Metadata(
-                message_id=str(new_id),
-                correlation_id=correlation_id,
-                causation_id=causation_id if causation_id is not None else cause,
-            )
+        parent, state = telemetry.trace_fields()
+        type_name, data = codec.encode_message(message)
+        metadata = codec.metadata_bytes(
+            str(new_id),
+            correlation_id=correlation_id,
+            causation_id=causation_id if causation_id is not None else cause,
+            traceparent=parent,
+            tracestate=state,
         )
-        type_name, data, encoded = codec.encode_envelope(Envelope(message, metadata))
-        return NewEvent(new_id, type_name, data, encoded)
+        return NewEvent(new_id, type_name, data, metadata)
 
     def copied(
         self, stream: str, cause: str, type_name: str, data: bytes, correlation_id: str | None
@@ -518,10 +519,15 @@ class Committing(abc.ABC):
         """A stored message copied byte for byte to ``stream``, with an id derived from
         ``stream`` and ``cause`` (also its causation id)."""
         new_id = event_id(stream, cause, 0)
-        metadata = telemetry.inject(
-            Metadata(message_id=str(new_id), correlation_id=correlation_id, causation_id=cause)
+        parent, state = telemetry.trace_fields()
+        metadata = self.context.app.codec.metadata_bytes(
+            str(new_id),
+            correlation_id=correlation_id,
+            causation_id=cause,
+            traceparent=parent,
+            tracestate=state,
         )
-        return NewEvent(new_id, type_name, data, self.context.app.codec.encode_metadata(metadata))
+        return NewEvent(new_id, type_name, data, metadata)
 
 
 def _printable(text: str, limit: int) -> str:

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import attrs
 from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
+from opentelemetry.context.contextvars_context import ContextVarsRuntimeContext
 from opentelemetry.trace import Link, SpanKind, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
@@ -162,14 +163,21 @@ def tracing() -> bool:
 def inject(metadata: Metadata) -> Metadata:
     """``metadata`` with the current trace context (W3C ``traceparent``/``tracestate``); the
     same object when no valid span is current (nothing traces: the stored JSON is unchanged)."""
-    if _nothing_current() or not trace.get_current_span().get_span_context().is_valid:
+    parent, state = trace_fields()
+    if parent is None:
         return metadata
+    return attrs.evolve(metadata, traceparent=parent, tracestate=state)
+
+
+def trace_fields() -> tuple[str | None, str | None]:
+    """The current trace context as metadata's ``traceparent`` and ``tracestate``; two
+    ``None`` when no valid span is current (the hot path's check: one context lookup)."""
+    if not _current() or not trace.get_current_span().get_span_context().is_valid:
+        return None, None
     carrier: dict[str, str] = {}
     _PROPAGATOR.inject(carrier)
     parent = carrier.get("traceparent")
-    if parent is None:
-        return metadata
-    return attrs.evolve(metadata, traceparent=parent, tracestate=carrier.get("tracestate"))
+    return (None, None) if parent is None else (parent, carrier.get("tracestate"))
 
 
 def extract(metadata: Metadata) -> otel_context.Context | None:
@@ -216,9 +224,11 @@ def input_span(processor: str, event: RecordedEvent) -> contextlib.AbstractConte
 
     Nothing is started when nothing traces and the input carries no trace context.
     """
-    INPUTS.add(1, _processor_labels(processor))
+    INPUTS.add(1, _PROCESSOR_LABELS.get(processor) or _processor_labels(processor))
     tracer, active = _TRACER.get()
-    parent = _stored_context(event.metadata)
+    metadata = event.metadata
+    # No JSON is read, nor a call made, for the common input that carries no trace context.
+    parent = _stored_context(metadata) if b"traceparent" in metadata else None
     if parent is None and not active:
         return _NOTHING
     return _input_span(tracer, active, parent, processor, event)
@@ -237,10 +247,20 @@ def _processor_labels(processor: str) -> Mapping[str, str]:
     return labels
 
 
-def _nothing_current() -> bool:
-    """Whether the current OpenTelemetry context is empty (no span, nothing attached): then no
-    valid span is current, and a hook has nothing to read or carry on."""
-    return not otel_context.get_current()
+def _current_getter() -> Callable[[], otel_context.Context]:
+    """How the current OpenTelemetry context is read: the runtime's context variable's own
+    ``get`` where the runtime is the API's default (it is read on every input and every event
+    written, where ``get_current``'s two calls in Python cost more than the read), else the
+    API's ``get_current``."""
+    runtime = otel_context._RUNTIME_CONTEXT
+    if isinstance(runtime, ContextVarsRuntimeContext):
+        return runtime._current_context.get
+    return otel_context.get_current
+
+
+_current = _current_getter()
+"""The current OpenTelemetry context: empty when no span is current and nothing is attached
+(then a hook has nothing to read or carry on)."""
 
 
 @contextlib.contextmanager
@@ -276,7 +296,7 @@ def record_exception(exc: BaseException, reason: str) -> None:
 def annotate(name: str, attributes: Mapping[str, Any] | None = None) -> None:
     """Add an event (a step: ``route``, ``load``, ``decide``) to the current span, and
     ``attributes`` to the span itself (a no-op when nothing traces)."""
-    if _nothing_current():
+    if not _current():
         return
     span = trace.get_current_span()
     if not span.is_recording():
@@ -289,7 +309,7 @@ def annotate(name: str, attributes: Mapping[str, Any] | None = None) -> None:
 def capture() -> otel_context.Context | None:
     """The current trace context, if a span is current: for work handed to another thread
     (a command pool's job), to go on under with :func:`attached`."""
-    if _nothing_current() or not trace.get_current_span().get_span_context().is_valid:
+    if not _current() or not trace.get_current_span().get_span_context().is_valid:
         return None
     return otel_context.get_current()
 

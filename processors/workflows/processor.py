@@ -36,8 +36,8 @@ from typing import Any
 import attrs
 
 from decider import (
+    Began,
     InitiatedBy,
-    Metadata,
     Received,
     Scheduled,
     WorkflowEvent,
@@ -276,6 +276,7 @@ class WorkflowProcessor(DecidingProcessor):
         # The stored input can be copied as it is when it decoded without an upcaster.
         reuse = codec.registry.name_of(type(message)) == source.type
         cause = metadata.message_id
+        parent, state = telemetry.trace_fields()
         new: list[NewEvent] = []
         for index, wf_event in enumerate(events):
             new_id = event_id(stream, cause, index)
@@ -289,16 +290,19 @@ class WorkflowProcessor(DecidingProcessor):
             else:
                 type_name, data = codec.encode_event(wf_event)
             recorded_at = self.context.clock.now() if isinstance(wf_event, Scheduled) else None
-            event_metadata = telemetry.inject(
-                Metadata(
-                    message_id=str(new_id),
-                    correlation_id=instance_id,
-                    causation_id=cause,
-                    recorded_at=recorded_at,
-                    workflow_version=began_version(self.workflow, wf_event),
-                )
+            event_metadata = codec.metadata_bytes(
+                str(new_id),
+                correlation_id=instance_id,
+                causation_id=cause,
+                recorded_at=recorded_at,
+                # Recorded on Began only (asked there, not on every event).
+                workflow_version=(
+                    began_version(self.workflow, wf_event) if type(wf_event) is Began else None
+                ),
+                traceparent=parent,
+                tracestate=state,
             )
-            new.append(NewEvent(new_id, type_name, data, codec.encode_metadata(event_metadata)))
+            new.append(NewEvent(new_id, type_name, data, event_metadata))
         return new
 
     # -- instances ------------------------------------------------------------------------

@@ -73,7 +73,7 @@ def _insert(
     Raises ``sqlite3.IntegrityError`` (nothing written) when revision ``first`` is taken.
     """
     rows = [
-        (stream, first + i, e.id.bytes, e.type, e.data, e.metadata, now)
+        (stream, first + i, e.id.int.to_bytes(16, "big"), e.type, e.data, e.metadata, now)
         for i, e in enumerate(events)
     ]
     if guarded and first > 0:

@@ -119,11 +119,33 @@ def _prefixes(column: str, prefixes: tuple[str, ...], params: list[object]) -> s
     return "(" + " OR ".join(parts) + ")"
 
 
+_UUID = uuid.UUID
+_new = object.__new__
+_set = object.__setattr__  # UUID objects are immutable: its own __init__ sets them this way
+_SAFE_UNKNOWN = uuid.SafeUUID.unknown
+
+
+def uuid_from_bytes(raw: bytes) -> uuid.UUID:
+    """``uuid.UUID(bytes=raw)``, made without ``UUID.__init__``'s layers of checks (one for
+    every event read); its ``ValueError`` where ``raw`` is not 16 bytes.
+
+    >>> raw = bytes(range(16))
+    >>> uuid_from_bytes(raw) == uuid.UUID(bytes=raw)
+    True
+    """
+    if type(raw) is not bytes or len(raw) != 16:
+        return uuid.UUID(bytes=raw)
+    made = _new(_UUID)
+    _set(made, "int", int.from_bytes(raw, "big"))
+    _set(made, "is_safe", _SAFE_UNKNOWN)
+    return made
+
+
 def decode(row: Row) -> RecordedEvent:
     """A stored row as a :class:`RecordedEvent`."""
     position, stream, revision, event_id, event_type, data, metadata, recorded_at = row
     return RecordedEvent(
-        id=uuid.UUID(bytes=event_id),
+        id=uuid_from_bytes(event_id),
         type=event_type,
         data=data,
         metadata=metadata,

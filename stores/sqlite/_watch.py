@@ -15,7 +15,11 @@ visible (it is published through the shared-memory index, which the kernel does 
 so a reader woken by that write may look too early and then never be told again. The doorbell
 rings after the commit.
 
-The directory is watched, not the file, so a bell made later (by the first writer) is heard too.
+The bell itself is watched for writes, and its directory only for the bell's creation (a bell
+made later, by the first writer, is then watched too): a watch on the directory's writes woke
+the thread for every write to the database, its WAL and its shared-memory file, by every process,
+a wake-up and a read of the log each time (on SQLite with inputs published by another process,
+more CPU than the command processor's).
 
 Where ``inotify`` is missing (not Linux, or no ``libc``) :func:`start_watch` returns ``None``
 and the subscriptions keep their probe (:class:`~decider.stores.sqlite.SqliteEventStore`'s
@@ -38,6 +42,7 @@ import threading
 from collections.abc import Callable
 
 _IN_MODIFY = 0x00000002
+_IN_IGNORED = 0x00008000
 _IN_CREATE = 0x00000100
 _IN_MOVED_TO = 0x00000080
 _IN_Q_OVERFLOW = 0x00004000
@@ -105,16 +110,26 @@ def _libc() -> ctypes.CDLL | None:
 
 
 class FileWatch:
-    """A thread that calls ``changed()`` when a file of the database is written.
+    """A thread that calls ``changed()`` when the doorbell is written (or made).
 
     ``changed`` runs on the watch's thread and must not raise (it is the store's check of the
     head). :meth:`close` ends the thread and releases the kernel's watch.
     """
 
-    def __init__(self, fd: int, names: frozenset[bytes], changed: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        fd: int,
+        names: frozenset[bytes],
+        changed: Callable[[], None],
+        watch_bell: Callable[[], int] | None = None,
+    ) -> None:
         self._fd = fd
         self._names = names
         self._changed = changed
+        self._watch_bell = watch_bell
+        """Asks the kernel to report writes to the bell: its watch descriptor (< 0: it is not
+        there yet)."""
+        self._bell = -1 if watch_bell is None else watch_bell()
         self._wake_read, self._wake_write = os.pipe()
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="decider-sqlite-watch", daemon=True)
@@ -149,14 +164,27 @@ class FileWatch:
                 _LOG.warning("the SQLite store's file watch ended (%s); probing instead", exc)
 
     def _relevant(self, buffer: bytes) -> bool:
+        """Whether the reports in ``buffer`` say the bell rang (or was made, or the kernel's
+        queue overflowed); a bell made (or replaced) is watched from then on, before
+        ``changed()`` looks, so no ring after that look goes unheard."""
         offset = 0
+        relevant = False
         while offset + _EVENT.size <= len(buffer):
-            _, mask, _, length = _EVENT.unpack_from(buffer, offset)
+            wd, mask, _, length = _EVENT.unpack_from(buffer, offset)
             name = buffer[offset + _EVENT.size : offset + _EVENT.size + length].rstrip(b"\0")
             offset += _EVENT.size + length
-            if mask & _IN_Q_OVERFLOW or name in self._names:
-                return True
-        return False
+            if mask & _IN_Q_OVERFLOW:
+                relevant = True
+            elif wd == self._bell and length == 0:
+                if mask & _IN_IGNORED:
+                    self._bell = -1  # the bell was removed: a new one is watched when made
+                else:
+                    relevant = True
+            elif name in self._names:
+                if self._watch_bell is not None:
+                    self._bell = self._watch_bell()
+                relevant = True
+        return relevant
 
 
 def start_watch(path: str, changed: Callable[[], None]) -> FileWatch | None:
@@ -170,10 +198,14 @@ def start_watch(path: str, changed: Callable[[], None]) -> FileWatch | None:
     fd = libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC)
     if fd < 0:
         return None
-    mask = _IN_MODIFY | _IN_CREATE | _IN_MOVED_TO
-    if libc.inotify_add_watch(fd, os.fsencode(directory), mask) < 0:
+    if libc.inotify_add_watch(fd, os.fsencode(directory), _IN_CREATE | _IN_MOVED_TO) < 0:
         os.close(fd)
         return None
-    watch = FileWatch(fd, frozenset({os.fsencode(base + BELL_SUFFIX)}), changed)
+    bell = os.fsencode(os.path.join(directory, base + BELL_SUFFIX))
+
+    def watch_bell() -> int:
+        return int(libc.inotify_add_watch(fd, bell, _IN_MODIFY))
+
+    watch = FileWatch(fd, frozenset({os.fsencode(base + BELL_SUFFIX)}), changed, watch_bell)
     watch.start()
     return watch

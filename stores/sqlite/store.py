@@ -133,6 +133,8 @@ class SqliteEventStore:
         self._watch: FileWatch | None = None
         self._watch_lock = threading.Lock()
         self._watched_head: int | None = None
+        self._head_lock = threading.Lock()
+        """Guards ``_watched_head``: the watch and this process's commits move it."""
         connection, _ = self._connection()
         try:
             if not self._in_memory:
@@ -359,15 +361,20 @@ class SqliteEventStore:
         the last look (position, stream, type) and wake the subscriptions that have not read a
         row they want: this process's own commits, already announced, wake nobody again."""
         try:
-            rows = self._query(sql.WRITTEN_AFTER, (self._watched_head or 0, _LOOK_AT_MOST + 1))
+            with self._head_lock:
+                looked = self._watched_head or 0
+            rows = self._query(sql.WRITTEN_AFTER, (looked, _LOOK_AT_MOST + 1))
             if len(rows) > _LOOK_AT_MOST:  # a burst: every subscription looks for itself
-                self._watched_head = self._head()
+                head = self._head()
+                with self._head_lock:
+                    self._watched_head = max(head or 0, self._watched_head or 0)
                 self._notifier.notify(None)
                 return
         except StoreError:  # closing, or the file is away: the probe carries on
             return
         if rows:
-            self._watched_head = rows[-1][0]
+            with self._head_lock:
+                self._watched_head = max(rows[-1][0], self._watched_head or 0)
             self._notifier.notify_rows(rows)
 
     def _head(self) -> int | None:
@@ -394,13 +401,21 @@ class SqliteEventStore:
         ``BEGIN IMMEDIATE`` takes the write lock first, so the revision ``body`` reads still
         holds when it inserts, in this process and in every other.
         """
+        # With a watch, the log's head before and after the body (under the write lock: the
+        # rows between are this commit's) lets the watch skip this process's own rows.
+        watched = self._watch is not None and (written is None or bool(written))
+        before = after = None
         connection, in_use = self._connection()
         with in_use:
             self._check_open()
             try:
                 connection.execute("BEGIN IMMEDIATE")
                 try:
+                    if watched:
+                        before = connection.execute(sql.HEAD).fetchone()[0]
                     result = body(connection)
+                    if watched:
+                        after = connection.execute(sql.HEAD).fetchone()[0]
                     connection.execute("COMMIT")
                 except BaseException:
                     # Some errors (a full disk) end the transaction themselves.
@@ -411,9 +426,19 @@ class SqliteEventStore:
                 raise self._failed(connection, in_use, exc) from exc
         if written is None or written:
             self._notifier.notify(written)
+            if after is not None:
+                self._own_rows(before, after)
             if self._bell is not None:
                 self._bell.ring()
         return result
+
+    def _own_rows(self, before: int | None, after: int) -> None:
+        """This process committed (and announced) the rows after ``before`` up to ``after``:
+        if the watch has looked up to ``before``, it looks on from ``after`` (its next look,
+        woken by this commit's own ring, reads only what other processes wrote)."""
+        with self._head_lock:
+            if (self._watched_head or 0) == (before or 0):
+                self._watched_head = after
 
     def _failed(
         self, connection: sqlite3.Connection, in_use: threading.RLock, exc: sqlite3.Error

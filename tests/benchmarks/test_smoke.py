@@ -92,6 +92,7 @@ EXPECTED_KEYS = {
     "alone_postgres_inproc",
     "alone_postgres_run",
     "floor_sqlite",
+    "floor_live_sqlite",
     "floor_memory",
     "floor_postgres",
     "floor_postgres_server",
@@ -223,6 +224,20 @@ def test_floor_figures_carry_the_split_and_the_calls(quick_report: dict[str, Any
     server = figures["floor_postgres_server"]
     assert server["rate"] > 0 and server["baseline_rate"] > 0
     assert server["target"] == {"op": "<=", "value": floor.SERVER_TARGET}
+
+
+def test_the_live_shape_is_measured_against_the_catch_up_run(
+    quick_report: dict[str, Any],
+) -> None:
+    figures = {r["key"]: r for r in quick_report["results"]}
+    live, catch_up = figures["floor_live_sqlite"], figures["floor_sqlite"]
+    assert live["baseline_rate"] == catch_up["rate"]  # the same run's catch-up median
+    assert live["ratio"] == live["rate"] / live["baseline_rate"]
+    assert live["target"] == {"op": "<=", "value": floor.LIVE_TARGET}
+    extra = live["extra"]
+    assert extra["live_workflows_per_second"] > 0 and extra["publish_reports_per_second"] > 0
+    assert "decider-sqlite-watch" in extra["threads_us_per_workflow"]
+    assert "the same rows as the catch-up run" in live["note"]
 
 
 def test_the_floor_compares_rows_but_not_the_order_of_the_fines() -> None:

@@ -3,8 +3,10 @@ otherwise, and the same bytes, objects and errors either way."""
 
 from __future__ import annotations
 
+import enum
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -15,6 +17,15 @@ from decider import Codec, DecodeError, Metadata, _json
 from samples.order_fulfilment.messages import PaymentTimedOut
 
 STDLIB = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
+class _Level(enum.IntEnum):
+    HIGH = 3
+
+
+class _Name(enum.StrEnum):
+    ANN = "ann"
+
 
 EDGES = [
     b'{"a":"\\ud800"}',  # a lone surrogate: json reads it, msgspec does not
@@ -97,6 +108,8 @@ def test_dumps_plain_writes_the_bytes_json_writes(doc: Any) -> None:
     "doc",
     [
         {"after": 1e16, "small": 1e-7, "big": [1.5e300, -2e-300]},  # msgspec: 1e16, json: 1e+16
+        {"tiny": 6.103515625e-05, "n": [1.5e-05, -9.999e-05, 0.0001]},  # msgspec: 0.000015
+        1.5e-05,
         {"nan": float("nan"), "inf": float("inf")},  # msgspec: null, json: NaN, Infinity
         {"none": None, "text": '\u2028\x7f\x00"\\/é😀'},
         {"surrogate": "\ud800"},  # json's UnicodeEncodeError
@@ -105,6 +118,67 @@ def test_dumps_plain_writes_the_bytes_json_writes(doc: Any) -> None:
 )
 def test_dumps_plain_is_json_at_the_edges(implementation: str, doc: Any) -> None:
     assert _outcome(_json.dumps_plain, doc) == _outcome(lambda d: STDLIB.encode(d).encode(), doc)
+
+
+@given(doc=st.dictionaries(st.text(), st.text(), max_size=6))
+def test_dumps_strings_writes_the_bytes_json_writes(doc: dict[str, str]) -> None:
+    assert _outcome(_json.dumps_strings, doc) == _outcome(lambda d: STDLIB.encode(d).encode(), doc)
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {"text": '\u2028\u2029\x7f\x00\x1f\x08\x0c\n\r\t"\\/é😀', "n": "null", "e": ":1e16"},
+        {"surrogate": "\ud800"},  # json's UnicodeEncodeError
+        {"\udfff": "key"},
+    ],
+)
+def test_dumps_strings_is_json_at_the_edges(implementation: str, doc: dict[str, str]) -> None:
+    assert _outcome(_json.dumps_strings, doc) == _outcome(lambda d: STDLIB.encode(d).encode(), doc)
+
+
+def _nested(depth: int, inner: Any) -> Any:
+    """``inner`` in ``depth`` lists (dicts, if it is a dict)."""
+    for _ in range(depth):
+        inner = {"k": inner} if isinstance(inner, dict) else [inner]
+    return inner
+
+
+_converted_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()
+    | st.text()
+    | st.sampled_from([_Level.HIGH, _Name.ANN, datetime(2026, 1, 2, tzinfo=UTC), 2**70, (1, "t")]),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text() | st.integers(), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@given(doc=_converted_values)
+def test_dumps_converted_writes_the_bytes_json_writes(doc: Any) -> None:
+    assert _outcome(_json.dumps_converted, doc) == _outcome(
+        lambda d: STDLIB.encode(d).encode(), doc
+    )
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {"a": _nested(20, {})},
+        _nested(20, "deep"),
+        {"big": 2**64, "small": -(2**63) - 1, "text": "\u2028é\x00"},
+        {"surrogate": "\ud800"},  # json's UnicodeEncodeError
+        {1: "int key", "level": _Level.HIGH, "name": _Name.ANN},
+    ],
+)
+def test_dumps_converted_is_json_at_the_edges(implementation: str, doc: Any) -> None:
+    assert _outcome(_json.dumps_converted, doc) == _outcome(
+        lambda d: STDLIB.encode(d).encode(), doc
+    )
 
 
 def test_stored_bytes_and_decode_errors_are_the_same_with_either(implementation: str) -> None:
