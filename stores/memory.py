@@ -197,7 +197,7 @@ class MemoryEventStore:
                 if limit is not None and len(found) >= limit:
                     break
                 event = log[index]
-                if filter.matches(event.stream, event.type):
+                if filter.passes(event):
                     found.append(event)
             return found
 
@@ -306,6 +306,7 @@ class MemoryEventStore:
                 revision=revision + offset,
                 position=next_position + offset - 1,
                 recorded_at=now,
+                partition_key=event.partition_key,
             )
             self._log.append(recorded)
             stream_events.append(recorded)

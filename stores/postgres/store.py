@@ -197,11 +197,13 @@ class PostgresEventStore:
         self._listener_lock = threading.Lock()
         try:
             with self._using() as connection:
-                exists, old = one_row(connection.execute(self._sql.tables_exist))
+                exists, old, keyless = one_row(connection.execute(self._sql.tables_exist))
                 if not exists and not create:
                     self._check_found(connection)
-                script = self._sql.migrate if old else None if exists else self._sql.create
-                if script is not None:
+                scripts = [self._sql.migrate] if old else [] if exists else [self._sql.create]
+                if keyless:  # (a new schema's create has it: the script adds nothing then)
+                    scripts.append(self._sql.add_partition_key)
+                for script in scripts:
                     try:  # the script begins and commits its own transaction
                         connection.execute(script)
                     except BaseException:

@@ -138,6 +138,7 @@ class SqliteEventStore:
             if not self._in_memory:
                 connection.execute("PRAGMA journal_mode=WAL")
             connection.executescript(sql.SCHEMA)
+            _add_partition_keys(connection)
             connection.executescript(snapshots.SCHEMA)
             connection.executescript(states.SCHEMA)
         except sqlite3.Error as exc:
@@ -458,6 +459,21 @@ class SqliteEventStore:
             connection.close()
             raise
         return connection
+
+
+def _add_partition_keys(connection: sqlite3.Connection) -> None:
+    """Give a file written before partition keys existed its column (:data:`sql.MIGRATE`),
+    under the write lock: another process may be opening it at the same moment."""
+    if connection.execute(sql.HAS_PARTITION_KEY).fetchone() is not None:
+        return
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        if connection.execute(sql.HAS_PARTITION_KEY).fetchone() is None:
+            connection.execute(sql.MIGRATE)
+        connection.execute("COMMIT")
+    except BaseException:
+        connection.execute("ROLLBACK")
+        raise
 
 
 # SQLite's primary result codes (the low byte of an extended one) by what they mean for a caller.
