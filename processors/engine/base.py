@@ -98,6 +98,7 @@ class Processor(Committing):
         self._lock = threading.Lock()
         self.share = Share(self)
         """This processor's share of its group's work (all of it without a group)."""
+        self._reading: Filter | None = None
 
     @property
     def log(self) -> logs.ContextAdapter:
@@ -167,7 +168,8 @@ class Processor(Committing):
             return
         self.committed = self.share.start_position()
         self.starting()
-        subscription = self.context.store.subscribe(self.committed, self.filter)
+        self._reading = self.share.read_filter(self.filter)
+        subscription = self.context.store.subscribe(self.committed, self._reading)
         with self._lock:
             self._subscription = subscription
         # A stop() that came before the subscription existed found nothing to end.
@@ -217,6 +219,12 @@ class Processor(Committing):
         subscription = self._subscription
         if subscription is not None:
             subscription.wake()
+
+    @property
+    def reading(self) -> Filter:
+        """What this subscription's life reads: :attr:`filter`, in a group only of the
+        partitions held (:meth:`~decider.processors.engine.sharing.Share.read_filter`)."""
+        return self.filter if self._reading is None else self._reading
 
     # -- in a group ---------------------------------------------------------------------------
 

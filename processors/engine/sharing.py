@@ -6,8 +6,10 @@ or ``Replied`` event) or a timer (a ``Scheduled`` event) to the partition of the
 stream that recorded it (:meth:`Member.partition_key`). Without a group, one process does all
 the work under one *key*, :data:`ALL`, with the processor's own checkpoint (as before
 partitions existed). In a group, each partition the process holds is a key of its own: the
-processor subscribes from the lowest checkpoint of the partitions held, works only on theirs
-(:meth:`Share.key_of`), and commits each partition's work under its lease and with its own
+processor subscribes from the lowest checkpoint of the partitions held, to their events only
+(:meth:`Share.read_filter`: the store filters by the partition key kept with each event, and
+sends the events of unknown key too), works only on theirs (:meth:`Share.key_of`), and commits
+each partition's work under its lease and with its own
 checkpoint (:meth:`Share.fenced`), or several partitions' work in one transaction under all
 their leases (:meth:`Share.fenced_together`; the commit engine,
 :meth:`~decider.processors.engine.committing.Committing.commit_partitions`, decides which). A
@@ -32,10 +34,12 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Protocol
 
+import attrs
+
 from decider.processors.engine.context import Context
 from decider.processors.group import partitions
 from decider.stores import Lease, LeaseLost
-from decider.stores.protocol import RecordedEvent
+from decider.stores.protocol import Filter, Partitions, RecordedEvent
 
 if TYPE_CHECKING:
     from decider.processors.group.membership import PartitionGroup
@@ -190,11 +194,25 @@ class Share:
         self._marks[key] = position
 
     def partition(self, event: RecordedEvent) -> int:
-        """The partition ``event`` belongs to (:data:`ALL` without a group)."""
+        """The partition ``event`` belongs to (:data:`ALL` without a group): by the partition
+        key stored with it, else (unknown) by :meth:`Member.partition_key` (an input routed
+        here)."""
         if self.owned is None:
             return ALL
         count = self.member.context.app.partitions
+        key = event.partition_key
+        if key is not None:
+            return key % count
         return partitions.partition_of(self.member.partition_key(event), count)
+
+    def read_filter(self, filter: Filter) -> Filter:
+        """``filter`` for this subscription's life: in a group, of the partitions held only
+        (and the events of unknown partition, which :meth:`key_of` routes), so the store
+        never sends another partition's work."""
+        if self.owned is None:
+            return filter
+        held = Partitions(count=self.member.context.app.partitions, held=frozenset(self.owned))
+        return attrs.evolve(filter, partitions=held)
 
     def behind(self, position: int | None) -> bool:
         """In a group: whether a held partition's checkpoint is not at ``position`` (every input

@@ -315,7 +315,7 @@ class Service:
                 continue  # another process of the group does this work
             if processor.has_due_work():
                 return False
-            if self.store.read_all(position, 1, processor.filter):
+            if self.store.read_all(position, 1, processor.reading):
                 return False
         with self._progress:
             return self._version == seen

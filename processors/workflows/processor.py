@@ -44,6 +44,7 @@ from decider.processors.app.definition import WorkflowRegistration
 from decider.processors.engine import telemetry
 from decider.processors.engine.base import Context, Outcome, Skip
 from decider.processors.engine.failures import UserCodeFailed, call_user
+from decider.processors.group import partitions
 from decider.processors.workflows.cache import (
     DEFAULT_CACHE_SIZE,
     RECENT_IDS,
@@ -240,6 +241,7 @@ class WorkflowProcessor(DecidingProcessor):
         # The stored input can be copied as it is when it decoded without an upcaster.
         reuse = codec.registry.name_of(type(message)) == source.type
         cause = metadata.message_id
+        key = partitions.stream_key(stream)  # the instance's partition: its commands, timers
         new: list[NewEvent] = []
         for index, wf_event in enumerate(events):
             new_id = event_id(stream, cause, index)
@@ -262,7 +264,8 @@ class WorkflowProcessor(DecidingProcessor):
                     workflow_version=began_version(self.workflow, wf_event),
                 )
             )
-            new.append(NewEvent(new_id, type_name, data, codec.encode_metadata(event_metadata)))
+            encoded = codec.encode_metadata(event_metadata)
+            new.append(NewEvent(new_id, type_name, data, encoded, partition_key=key))
         return new
 
     # -- instances ------------------------------------------------------------------------
