@@ -56,6 +56,10 @@ class MemoryEventStore:
     WARNING: nothing is durable; the log lives as long as the object.
     """
 
+    keeps_partition_keys: ClassVar[bool] = True
+    """Each event's partition key is kept and filtered by
+    (:class:`~decider.stores.protocol.KeyedStore`)."""
+
     name_rules: ClassVar[NameRules] = DEFAULT
     """The names this store holds (:mod:`decider.stores.names`); others raise
     :class:`~decider.stores.errors.InvalidName` before anything is written or read."""

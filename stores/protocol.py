@@ -110,8 +110,9 @@ class Partitions:
     """Some of the ``count`` partitions of an app's work: those numbered in ``held``.
 
     An event is of partition ``partition_key % count``. An event whose key is unknown
-    (``None``: appended without one, or by a store that keeps none) may be of any partition:
-    it passes every :class:`Partitions` filter, and the reader finds out its partition itself.
+    (``None``: appended without one) may be of any partition: it passes when ``unknown`` is set
+    (the default), and the reader finds out its partition itself. A store that keeps no keys
+    (not a :class:`KeyedStore`: EventStoreDB) cannot tell, and passes every event.
 
     >>> Partitions(count=4, held=frozenset({1})).passes(5)
     True
@@ -119,10 +120,14 @@ class Partitions:
     False
     >>> Partitions(count=4, held=frozenset({1})).passes(None)
     True
+    >>> Partitions(count=4, held=frozenset(), unknown=True).passes(1)
+    False
     """
 
     count: int
     held: frozenset[int]
+    unknown: bool = True
+    """Whether events of unknown key pass."""
 
     def __attrs_post_init__(self) -> None:
         if isinstance(self.count, bool) or not isinstance(self.count, int) or self.count < 1:
@@ -133,7 +138,9 @@ class Partitions:
 
     def passes(self, key: int | None) -> bool:
         """Whether an event with partition key ``key`` may be of a partition held."""
-        return key is None or key % self.count in self.held
+        if key is None:
+            return self.unknown
+        return key % self.count in self.held
 
 
 @attrs.frozen
@@ -293,6 +300,16 @@ class EventStore(Protocol):
     def close(self) -> None:
         """Release connections and wake every subscription so it can stop."""
         ...
+
+
+@runtime_checkable
+class KeyedStore(Protocol):
+    """A store that keeps each event's partition key (:attr:`NewEvent.partition_key`) and
+    answers a :class:`Partitions` filter by it, in the store (an index or the query): reads
+    of some partitions are not sent the others' events."""
+
+    keeps_partition_keys: bool
+    """Always true: what makes the store recognisable as one."""
 
 
 @runtime_checkable

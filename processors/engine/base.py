@@ -89,6 +89,9 @@ class Processor(Committing):
 
     name: str
     filter: Filter
+    sole_partition: int | None = None
+    """In a group: the one partition all of this processor's work belongs to (``None``: each
+    input's own)."""
 
     def __init__(self, context: Context) -> None:
         super().__init__(context)
@@ -168,7 +171,7 @@ class Processor(Committing):
             return
         self.committed = self.share.start_position()
         self.starting()
-        self._reading = self.share.read_filter(self.filter)
+        self._reading = self.read_filter()
         subscription = self.context.store.subscribe(self.committed, self._reading)
         with self._lock:
             self._subscription = subscription
@@ -219,6 +222,11 @@ class Processor(Committing):
         subscription = self._subscription
         if subscription is not None:
             subscription.wake()
+
+    def read_filter(self) -> Filter:
+        """The filter of the subscription's life now starting: :attr:`filter`, in a group of
+        the partitions held only (:meth:`~decider.processors.engine.sharing.Share.read_filter`)."""
+        return self.share.read_filter(self.filter)
 
     @property
     def reading(self) -> Filter:

@@ -61,6 +61,9 @@ class Member(Protocol):
     name: str
     context: Context
     committed: int | None
+    sole_partition: int | None
+    """In a group: the one partition all of this processor's work belongs to, whose lease it
+    commits under (``None``: each event's own partition)."""
 
     def partition_key(self, event: RecordedEvent) -> str:
         """The stream whose partition ``event`` belongs to."""
@@ -101,10 +104,19 @@ class Share:
         """The group (``None``: this process does all the work)."""
         return self.member.context.group
 
+    def _held(self, group: PartitionGroup) -> dict[int, Lease]:
+        """The partitions held whose work this processor does: all of them, or only its
+        :attr:`Member.sole_partition`."""
+        held = group.partitions()
+        sole = self.member.sole_partition
+        if sole is None:
+            return held
+        return {sole: held[sole]} if sole in held else {}
+
     def holds_work(self) -> bool:
         """Whether this process has work of the processor to do now."""
         group = self.group
-        return group is None or bool(group.partitions())
+        return group is None or bool(self._held(group))
 
     def await_leases(self) -> bool:
         """Wait (interruptibly by stop) until this process holds something to work on; whether
@@ -129,7 +141,7 @@ class Share:
         group = self.group
         if group is None:
             return None
-        return frozenset((n, lease.epoch) for n, lease in group.partitions().items())
+        return frozenset((n, lease.epoch) for n, lease in self._held(group).items())
 
     # -- checkpoints ------------------------------------------------------------------------
 
@@ -173,7 +185,7 @@ class Share:
             self.owned = None
             self._marks = {ALL: self.stored_mark(ALL)}
             return self._marks[ALL]
-        self.owned = group.partitions()
+        self.owned = self._held(group)
         self._let_go = False
         self._marks = {number: self.stored_mark(number) for number in self.owned}
         marks = list(self._marks.values())
@@ -199,6 +211,9 @@ class Share:
         here)."""
         if self.owned is None:
             return ALL
+        sole = self.member.sole_partition
+        if sole is not None:
+            return sole
         count = self.member.context.app.partitions
         key = event.partition_key
         if key is not None:
@@ -330,7 +345,7 @@ class Share:
             return True
         if self.owned is None or key not in self.owned:
             return False
-        now = (group.partitions() if held is None else held).get(key)
+        now = (self._held(group) if held is None else held).get(key)
         return now is not None and now.epoch == self.owned[key].epoch
 
     def let_go(self, key: int) -> None:
@@ -359,7 +374,7 @@ class Share:
     def held_now(self) -> dict[int, Lease] | None:
         """What the group holds now (``None`` without a group), for :meth:`still_held`."""
         group = self.group
-        return None if group is None else group.partitions()
+        return None if group is None else self._held(group)
 
     # -- a batch's work --------------------------------------------------------------------
 

@@ -28,7 +28,7 @@ from decider.processors.app.errors import ProcessorError
 from decider.processors.app.messages import PartitionClaimed, PartitionCount
 from decider.stores import Lease
 from decider.stores.errors import WrongExpectedVersion
-from decider.stores.protocol import ANY, NO_STREAM, EventStore, NewEvent
+from decider.stores.protocol import ANY, NO_STREAM, EventStore, KeyedStore, NewEvent
 
 MAX_PARTITIONS = 4096
 """The largest partition count an app may have."""
@@ -108,6 +108,19 @@ def input_key(
         return stream_key(streams.instance_stream(workflow.workflow.name, instance_id))
     except Exception:  # the workflow processor skips it, with the reason
         return None
+
+
+ROUTER_PARTITION = 0
+"""The partition whose lease the app's input router runs under (its checkpoint is that
+partition's, ``<app>.router.p0``): the process holding it routes every input stored without a
+key, for the whole group."""
+
+
+def routes_once(store: object) -> bool:
+    """Whether a group on ``store`` routes the inputs stored without a partition key once,
+    in its input router (the store keeps keys: :class:`~decider.stores.protocol.KeyedStore`),
+    rather than in every process (EventStoreDB, which keeps none)."""
+    return isinstance(store, KeyedStore)
 
 
 def lease_name(app: str, partition: int) -> str:

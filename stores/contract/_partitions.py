@@ -5,7 +5,15 @@ from __future__ import annotations
 import attrs
 
 from decider.stores.contract._support import Scope, ids_of, new_events, subscribed, take
-from decider.stores.protocol import ANY, NO_STREAM, CaughtUp, NewEvent, Partitions, RecordedEvent
+from decider.stores.protocol import (
+    ANY,
+    NO_STREAM,
+    CaughtUp,
+    KeyedStore,
+    NewEvent,
+    Partitions,
+    RecordedEvent,
+)
 
 _KEYS = [0, 1, 2, 3, 4, 5, 6, 7, 2**32 - 1, None]
 """One event of each key: two of each partition of four, the largest key, and none."""
@@ -67,3 +75,18 @@ class PartitionContract:
             passed = [later[2]] if keeps else later
             received = take(subscription, len(passed))
             assert [i.id for i in received if isinstance(i, RecordedEvent)] == ids_of(passed)
+
+    def test_a_read_of_known_keys_only_leaves_the_unknown_out(self, scope: Scope) -> None:
+        written = _keyed([1, None, 3, 2])
+        scope.store.append(scope.stream(), written, NO_STREAM)
+        stored = scope.log()
+        if not isinstance(scope.store, KeyedStore):
+            assert not _keeps_keys(written, stored)
+            return  # it cannot tell: every event passes
+        assert _keeps_keys(written, stored)
+        known = Partitions(count=4, held=frozenset({1, 3}), unknown=False)
+        assert ids_of(scope.log(partitions=known)) == ids_of([written[0], written[2]])
+        unknown = Partitions(count=4, held=frozenset(), unknown=True)
+        assert ids_of(scope.log(partitions=unknown)) == ids_of([written[1]])
+        none = Partitions(count=4, held=frozenset(), unknown=False)
+        assert scope.log(partitions=none) == []

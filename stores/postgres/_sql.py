@@ -378,13 +378,16 @@ def _prefixes(column: str, prefixes: tuple[str, ...], params: list[object]) -> s
 
 
 def _partitions(partitions: Partitions) -> str:
-    """The clause that passes the rows of ``partitions`` and those of unknown partition. The
+    """The clause that passes the rows of ``partitions`` (and of unknown partition if
+    ``partitions.unknown``). The
     numbers are ints checked by :class:`Partitions`, so they are written into the statement
     (one statement per holding, cached). The read walks the primary key from its position
     and drops the other partitions' rows in the server, never sent or decoded."""
     if not partitions.held:
-        return "partition_key IS NULL"
+        return "partition_key IS NULL" if partitions.unknown else "FALSE"
     held = ", ".join(str(n) for n in sorted(partitions.held))
+    if not partitions.unknown:
+        return f"partition_key %% {partitions.count} IN ({held})"
     return f"(partition_key IS NULL OR partition_key %% {partitions.count} IN ({held}))"
 
 

@@ -161,6 +161,10 @@ class PostgresEventStore:
     not exist (a mistyped ``schema`` is then noticed, not answered with an empty store).
     """
 
+    keeps_partition_keys: ClassVar[bool] = True
+    """Each event's partition key is kept and filtered by
+    (:class:`~decider.stores.protocol.KeyedStore`)."""
+
     name_rules: ClassVar[NameRules] = POSTGRES
     """The names this store holds (:mod:`decider.stores.names`); others raise
     :class:`~decider.stores.errors.InvalidName` before anything is written or read."""

@@ -13,16 +13,17 @@ import pytest
 
 from decider import Envelope, Lifecycle, Metadata
 from decider.processors import App, Service, status
-from decider.processors.app.streams import instance_stream
+from decider.processors.app.streams import instance_stream, routed_stream
 from decider.processors.group.membership import PartitionGroup
 from decider.processors.group.partitions import lease_name, member_lease_name, stream_key
+from decider.processors.workflows.router import InputRouter
 from decider.stores.memory import MemoryEventStore
 from decider.stores.protocol import ALL, ANY, Filter, NewEvent, RecordedEvent
 from decider.stores.subscription import CatchUpSubscription
 from samples.traffic_fine.app import REPORTS_STREAM, make_app
 from samples.traffic_fine.messages import PoliceReportPublished
 from samples.traffic_fine.workflow import workflow
-from tests.processors.test_proc_traffic_fine import report
+from tests.processors.test_proc_traffic_fine import all_completed, check_exactly_once, report
 from tests.support.partitions import member
 from tests.support.stores import instance_streams
 from tests.support.waiting import wait_until
@@ -140,26 +141,72 @@ def test_a_process_is_sent_only_its_partitions_work(
     assert not others & set(instance_streams(store, workflow.name))
 
 
-def test_an_input_without_a_key_is_read_and_routed_by_every_process(
-    half: Half,
-) -> None:
-    """A writer outside the app appends inputs without a key: each process reads them and
-    handles those of its own partitions."""
+def test_an_input_without_a_key_is_routed_once_to_its_partition(half: Half) -> None:
+    """A writer outside the app appends inputs without a key: the router (in the process
+    holding partition 0) records each one's partition; the workflow processor reads the
+    records of its partitions, never an input of unknown key."""
     store, app, group, service = half.store, half.app, half.group, half.service
     ids = range(200, 240)
-    for i in ids:
+    _append_foreign(store, app, ids)
+    mine = [i for i in ids if _partition(i) in group.partitions()]
+    wait_until(lambda: len(_done(store, app, mine)) == len(mine), 30, "its instances completed")
+    assert service.wait_idle(30)
+    assert service.errors == []
+    # One record per input, stored with the key of the instance it is routed to.
+    records = store.read_stream(routed_stream(app.name))
+    assert sorted(r.partition_key or -1 for r in records) == sorted(
+        stream_key(_instance_of(i)) for i in ids
+    )
+    # Only the router read the inputs without a key; the workflow processor read the records
+    # of its partitions.
+    foreign = [(held, e) for held, e in store.sent if e.stream == REPORTS_STREAM]
+    assert len(foreign) == len(ids)
+    assert {held for held, _ in foreign} == {frozenset()}
+    read = [e for held, e in store.sent if e.stream == routed_stream(app.name)]
+    assert sorted(e.partition_key or -1 for e in read) == sorted(
+        stream_key(_instance_of(i)) for i in mine
+    )
+    others = {_instance_of(i) for i in ids} - {_instance_of(i) for i in mine}
+    assert not others & set(instance_streams(store, workflow.name))
+
+
+def test_two_processes_route_each_foreign_input_once_and_complete_it_once() -> None:
+    store = CountingStore()
+    app = make_app("pair-routed")
+    first = PartitionGroup(store, app, owner="first", ttl=1)
+    second = PartitionGroup(store, app, owner="second", ttl=1)
+    n = 60
+    one, two = Service(app, store, group=first), Service(app, store, group=second)
+    with member(one), member(two):
+        wait_until(lambda: len(first.partitions()) == len(second.partitions()) == 8, 10)
+        _append_foreign(store, app, range(n))
+        app.publish_many(store, [report(i) for i in range(n, 2 * n)], REPORTS_STREAM)
+        assert one.wait_until(lambda: all_completed(store, app, 2 * n), 30)
+        assert one.wait_idle(30) and two.wait_idle(30)
+        assert one.errors == two.errors == []
+        # Routed by one process only (the one holding partition 0), each input once.
+        routers = [p for s in (one, two) for p in s.processors if isinstance(p, InputRouter)]
+        assert len(routers) == 2
+        assert sorted(r.routed for r in routers) == [0, n]
+    check_exactly_once(store, 2 * n)
+    records = store.read_stream(routed_stream(app.name))
+    assert len(records) == n  # each foreign input routed once, the published ones not at all
+    # No process was sent an input of another's partitions, nor one of unknown key but the
+    # router.
+    for held, event in store.sent:
+        if event.partition_key is None:
+            assert held == frozenset(), event
+        else:
+            assert event.partition_key % P in held, event
+
+
+def _append_foreign(store: MemoryEventStore, app: App, numbers: range) -> None:
+    """Inputs appended by a writer outside the app: no partition key."""
+    for i in numbers:
         type_name, data, metadata = app.codec.encode_envelope(
             Envelope(report(i), Metadata(message_id=f"foreign-{i}"))
         )
         store.append(REPORTS_STREAM, [NewEvent(uuid.uuid4(), type_name, data, metadata)], ANY)
-    mine = [i for i in ids if _partition(i) in group.partitions()]
-    wait_until(lambda: len(_done(store, app, mine)) == len(mine), 30, "its instances completed")
-    assert service.wait_idle(30)
-    sent = [e for _, e in store.sent if e.stream == REPORTS_STREAM]
-    assert len(sent) == len(ids)  # every one, to the workflow processor: unknown partition
-    assert all(e.partition_key is None for e in sent)
-    others = {_instance_of(i) for i in ids} - {_instance_of(i) for i in mine}
-    assert not others & set(instance_streams(store, workflow.name))
 
 
 def _done(store: MemoryEventStore, app: App, numbers: list[int]) -> list[int]:
