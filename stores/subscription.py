@@ -36,6 +36,10 @@ ReadHeadAndPage = Callable[[int | None, int], tuple[int | None, list[RecordedEve
 limit)`` read after it, in one call (a store for which each is a round trip joins them)."""
 
 
+Row = tuple[int, str, str, int | None]
+"""An event as another process's commit is announced: its position, stream, type and
+partition key."""
+
 Written = Sequence[tuple[str, str]]
 """What a commit wrote: each event's stream and type."""
 
@@ -103,11 +107,12 @@ class LogNotifier:
                 if not subscription.dirty and subscription.wants(written):
                     subscription.mark()
 
-    def notify_rows(self, rows: Sequence[tuple[int, str, str]]) -> None:
-        """Tell the subscriptions that the log holds ``rows`` (each event's position, stream
-        and type), written by some process: those that have not read past a row their filter
-        passes look again. For a store that learns of other processes' commits by looking
-        (one look serves every subscription, and none reads again what it has read)."""
+    def notify_rows(self, rows: Sequence[Row]) -> None:
+        """Tell the subscriptions that the log holds ``rows`` (each event's position, stream,
+        type and partition key), written by some process: those that have not read past a row
+        their filter passes (its partitions included) look again. For a store that learns of
+        other processes' commits by looking (one look serves every subscription, and none reads
+        again what it has read)."""
         with self._lock:
             for subscription in self._subscriptions:
                 if not subscription.dirty and subscription.behind(rows):
@@ -170,14 +175,16 @@ class CatchUpSubscription:
         notifier, cleared before each read)."""
         notifier.attach(self)
 
-    def behind(self, rows: Sequence[tuple[int, str, str]]) -> bool:
-        """Whether a row of ``rows`` (position, stream, type) is past what this subscription
-        has read and passes its filter."""
+    def behind(self, rows: Sequence[Row]) -> bool:
+        """Whether a row of ``rows`` (position, stream, type, partition key) is past what
+        this subscription has read and passes its filter."""
         position, pattern = self._position, self._filter
+        held = None if pattern is None else pattern.partitions
         return any(
             (position is None or at > position)
             and (pattern is None or pattern.matches(stream, event_type))
-            for at, stream, event_type in rows
+            and (held is None or held.passes(key))
+            for at, stream, event_type, key in rows
         )
 
     def mark(self) -> None:

@@ -66,7 +66,8 @@ READ_STREAM = (
 )
 HEAD = "SELECT max(position) FROM events"
 WRITTEN_AFTER = (
-    "SELECT position, stream, type FROM events WHERE position > ? ORDER BY position LIMIT ?"
+    "SELECT position, stream, type, partition_key FROM events WHERE position > ?"
+    " ORDER BY position LIMIT ?"
 )
 LOAD_CHECKPOINT = "SELECT position FROM checkpoints WHERE name = ?"
 SAVE_CHECKPOINT = (
