@@ -120,7 +120,7 @@ def _plans(connection: psycopg.Connection[Any], case: Case) -> Iterator[tuple[st
     [(plan,)] = connection.execute("EXPLAIN (FORMAT JSON) " + literal(statement, params))
     yield "custom", plan[0]["Plan"]
     numbers = itertools.count(1)
-    prepared = re.sub("%s", lambda _: f"${next(numbers)}", statement)
+    prepared = re.sub("%s", lambda _: f"${next(numbers)}", statement).replace("%%", "%")
     connection.execute("SET plan_cache_mode = force_generic_plan")
     connection.execute("PREPARE hot AS " + prepared)
     arguments = f"({literal(', '.join(['%s'] * len(params)), params)})" if params else ""
