@@ -40,8 +40,8 @@ Row = tuple[int, str, str, int | None]
 """An event as another process's commit is announced: its position, stream, type and
 partition key."""
 
-Written = Sequence[tuple[str, str]]
-"""What a commit wrote: each event's stream and type."""
+Written = Sequence[tuple[str, str, int | None]]
+"""What a commit wrote: each event's stream, type and partition key."""
 
 _MATCHED_AT_MOST = 64
 """A commit of more events than this wakes every subscription without matching each filter
@@ -53,7 +53,7 @@ def written_to(stream: str, events: Sequence[NewEvent]) -> Written | None:
     (``None``, "wake every subscription", past :data:`_MATCHED_AT_MOST` events)."""
     if len(events) > _MATCHED_AT_MOST:
         return None
-    return [(stream, event.type) for event in events]
+    return [(stream, event.type, event.partition_key) for event in events]
 
 
 def written_by(appends: Sequence[StreamAppend]) -> Written | None:
@@ -61,7 +61,9 @@ def written_by(appends: Sequence[StreamAppend]) -> Written | None:
     every subscription", past :data:`_MATCHED_AT_MOST` events: a big batch is not listed)."""
     if sum(len(item.events) for item in appends) > _MATCHED_AT_MOST:
         return None
-    return [(item.stream, event.type) for item in appends for event in item.events]
+    return [
+        (item.stream, event.type, event.partition_key) for item in appends for event in item.events
+    ]
 
 
 class LogNotifier:
@@ -98,8 +100,8 @@ class LogNotifier:
 
     def notify(self, written: Written | None = None) -> None:
         """Tell the subscriptions that the log may have grown: those whose filter passes an
-        event of ``written`` (each event's stream and type), or every one when ``written`` is
-        ``None`` (unknown). ``()``: nothing a subscription reads was written."""
+        event of ``written`` (each event's stream, type and partition key), or every one when
+        ``written`` is ``None`` (unknown). ``()``: nothing a subscription reads was written."""
         if written is not None and not written:
             return
         with self._lock:
@@ -199,11 +201,15 @@ class CatchUpSubscription:
 
     def wants(self, written: Written | None) -> bool:
         """Whether an event of ``written`` (``None``: unknown) may pass this subscription's
-        filter (it reads the log again if so)."""
+        filter, its partitions included (it reads the log again if so)."""
         pattern = self._filter
         if written is None or pattern is None:
             return True
-        return any(pattern.matches(stream, event_type) for stream, event_type in written)
+        held = pattern.partitions
+        return any(
+            pattern.matches(stream, event_type) and (held is None or held.passes(key))
+            for stream, event_type, key in written
+        )
 
     @property
     def stopped(self) -> bool:
