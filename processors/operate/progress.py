@@ -131,7 +131,7 @@ def progress(store: EventStore, app: AppDefinition, now: datetime) -> list[Progr
     """
     found: list[Progress] = []
     split = is_partitioned(store, app)
-    router = split and partitions.routes_once(store)
+    router = split and bool(app.workflows) and partitions.routes_once(store)
     for processor in processors_of(app, store, router=router):
         found += _of(store, app, processor, now, split)
     return found

@@ -171,7 +171,7 @@ class Service:
                 else ConsumerGroupCommandProcessor(context, self.consumer_group or None)
             )
             self.processors += [commands, TimerProcessor(context)]
-            if self.group is not None and partitions.routes_once(self.store):
+            if self.group is not None and self.app.workflows and partitions.routes_once(self.store):
                 self.processors.append(InputRouter(context))
             if self.group is not None:
                 self.group.start()
