@@ -212,3 +212,32 @@ def _append_foreign(store: MemoryEventStore, app: App, numbers: range) -> None:
 def _done(store: MemoryEventStore, app: App, numbers: list[int]) -> list[int]:
     completed = {s.stream for s in status(store, app) if s.status is Lifecycle.COMPLETED}
     return [i for i in numbers if _instance_of(i) in completed]
+
+
+def test_the_router_moves_with_partition_0_and_goes_on_from_its_checkpoint() -> None:
+    """The process holding partition 0 (the router's) leaves: the other takes it over and
+    routes the inputs that came after, each once; every instance completes once."""
+    store = CountingStore()
+    app = make_app("router-moves")
+    first = PartitionGroup(store, app, owner="first", ttl=1)
+    second = PartitionGroup(store, app, owner="second", ttl=1)
+    one, two = Service(app, store, group=first), Service(app, store, group=second)
+    n = 40
+    with member(one), member(two):
+        wait_until(lambda: len(first.partitions()) == len(second.partitions()) == 8, 10)
+        _append_foreign(store, app, range(n))
+        assert one.wait_until(lambda: all_completed(store, app, n), 30)
+        holder, other = (one, two) if 0 in first.partitions() else (two, one)
+        holder.stop()
+        remaining = second if other is two else first
+        wait_until(lambda: len(remaining.partitions()) == P, 10, "the other holds every partition")
+        _append_foreign(store, app, range(n, 2 * n))
+        assert other.wait_until(lambda: all_completed(store, app, 2 * n), 30)
+        assert other.wait_idle(30)
+        assert one.errors == two.errors == []
+    check_exactly_once(store, 2 * n)
+    records = store.read_stream(routed_stream(app.name))
+    assert sorted(r.partition_key or -1 for r in records) == sorted(
+        stream_key(_instance_of(i)) for i in range(2 * n)
+    )
+    assert len({r.id for r in records}) == len(records) == 2 * n
