@@ -116,6 +116,16 @@ ROUTED = "decider.InputRouted"
 """The stored type name of :class:`InputRouted`."""
 
 
+@message("decider.RoutingStarted")
+@attrs.frozen(kw_only=True)
+class RoutingStarted:
+    """The first event of ``decider-routed-<app>``: the input router routes every input of
+    unknown key after ``position`` (those up to it were handled by the workflow processors
+    themselves, before the router existed)."""
+
+    position: int
+
+
 @message("decider.PartitionClaimed")
 @attrs.frozen(kw_only=True)
 class PartitionClaimed:

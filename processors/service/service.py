@@ -40,7 +40,7 @@ from decider.processors.service import metrics as service_metrics
 from decider.processors.timers.processor import TimerProcessor
 from decider.processors.workflows.cache import DEFAULT_CACHE_SIZE
 from decider.processors.workflows.processor import WorkflowProcessor
-from decider.processors.workflows.router import InputRouter
+from decider.processors.workflows.router import InputRouter, start_routing
 from decider.processors.workflows.state_stored import StateStoredProcessor
 from decider.stores.protocol import CheckpointStore, EventStore
 
@@ -172,6 +172,7 @@ class Service:
             )
             self.processors += [commands, TimerProcessor(context)]
             if self.group is not None and self.app.workflows and partitions.routes_once(self.store):
+                start_routing(self.store, self.app, self.store)  # before any processor reads
                 self.processors.append(InputRouter(context))
             if self.group is not None:
                 self.group.start()

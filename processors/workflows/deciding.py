@@ -223,15 +223,19 @@ class DecidingProcessor(Processor):
         """In a group whose inputs without a key are routed once (by the input router, on a
         store that keeps partition keys): the inputs of the partitions held, and the router's
         records of them (:class:`~decider.processors.app.messages.InputRouted`), never an
-        input of unknown key (the router's). Else the engine's."""
+        input of unknown key once routing started on the store (before that, this processor
+        reads them itself: see :func:`~decider.processors.workflows.router.start_routing`,
+        which every service of a group calls before its processors start). Else the
+        engine's."""
         context = self.context
         if context.group is None or not partitions.routes_once(context.store):
             return super().read_filter()
         held = self.share.read_filter(self.filter).partitions
         assert held is not None
+        routed = bool(context.store.read_stream(streams.routed_stream(context.app.name), 0, 1))
         types = tuple(sorted({*self.filter.event_types, ROUTED}))
         return attrs.evolve(
-            self.filter, event_types=types, partitions=attrs.evolve(held, unknown=False)
+            self.filter, event_types=types, partitions=attrs.evolve(held, unknown=not routed)
         )
 
     def process(self, batch: Sequence[RecordedEvent]) -> None:

@@ -30,12 +30,30 @@ from collections.abc import Sequence
 
 import attrs
 
-from decider.processors.app import streams
-from decider.processors.app.messages import CANCEL_TYPE, COMMAND_FAILED, InputRouted
+from decider import Envelope, Metadata, event_id
+from decider.processors.app import decoding, streams
+from decider.processors.app.definition import AppDefinition
+from decider.processors.app.messages import (
+    CANCEL_TYPE,
+    COMMAND_FAILED,
+    InputRouted,
+    RoutingStarted,
+)
 from decider.processors.engine.base import Context, Outcome, Processor
 from decider.processors.group import partitions
 from decider.processors.workflows.deciding import WorkflowInputs
-from decider.stores.protocol import ANY, Filter, NewEvent, Partitions, RecordedEvent, StreamAppend
+from decider.stores.errors import CorruptEvent, WrongExpectedVersion
+from decider.stores.protocol import (
+    ANY,
+    NO_STREAM,
+    CheckpointStore,
+    EventStore,
+    Filter,
+    NewEvent,
+    Partitions,
+    RecordedEvent,
+    StreamAppend,
+)
 
 
 class InputRouter(Processor):
@@ -72,19 +90,12 @@ class InputRouter(Processor):
         )
 
     def starting(self) -> None:
-        """With no checkpoint of its own yet, start where every workflow processor's work is
-        done (the lowest of their checkpoints, when each has one): the inputs before it were
-        handled by the workflow processors themselves, before this router existed."""
-        if self.committed is not None:
-            return
-        load = self.context.checkpoints.load_checkpoint
-        marks = []
-        for inputs in self.inputs:
-            for number in range(self.context.app.partitions):
-                mark = load(partitions.checkpoint_name(inputs.name, number))
-                marks.append(mark if mark is not None else load(inputs.name))
-        if marks and all(mark is not None for mark in marks):
-            self.committed = min(mark for mark in marks if mark is not None)
+        """With no checkpoint of its own yet, start after the position the routed stream's
+        first event records (:func:`start_routing`)."""
+        if self.committed is None:
+            context = self.context
+            self.committed = start_routing(context.store, context.app, context.checkpoints)
+            self.share.committed_to(partitions.ROUTER_PARTITION, self.committed)
 
     def handle(self, batch: Sequence[RecordedEvent]) -> Outcome:
         """One routing record per input and workflow that takes it, in one append."""
@@ -113,6 +124,53 @@ class InputRouter(Processor):
             new = self.derived(self.stream, f"{event.id}/{inputs.workflow.name}", record)
             found.append(attrs.evolve(new, partition_key=partitions.stream_key(instance)))
         return found
+
+
+def start_routing(store: EventStore, app: AppDefinition, checkpoints: CheckpointStore) -> int:
+    """Make sure the app's inputs of unknown key are routed once from some position on, and
+    return it: the position the routed stream's first event
+    (:class:`~decider.processors.app.messages.RoutingStarted`) records, appended with
+    ``NO_STREAM`` by the first process to start (so every process agrees on it).
+
+    Called by every service of a group before its processors start. The first one takes the
+    lowest of the workflow processors' checkpoints (the start of the log if one has none): no
+    processor of this version has run yet, so every input of unknown key up to there was
+    handled by the workflow processors themselves, and the router routes every one after it.
+    """
+    stream = streams.routed_stream(app.name)
+    for _ in range(3):
+        found = routing_start(store, app)
+        if found is not None:
+            return found
+        marks = []
+        for registration in app.workflows.values():
+            name = streams.workflow_processor_name(app.name, registration.workflow.name)
+            for number in range(app.partitions):
+                mark = checkpoints.load_checkpoint(partitions.checkpoint_name(name, number))
+                marks.append(mark if mark is not None else checkpoints.load_checkpoint(name))
+        known = [mark for mark in marks if mark is not None]
+        floor = min(known) if known and len(known) == len(marks) else 0  # 0: before every event
+        new_id = event_id(stream, "start", 0)
+        type_name, data, metadata = app.codec.encode_envelope(
+            Envelope(RoutingStarted(position=floor), Metadata(message_id=str(new_id)))
+        )
+        try:
+            store.append(stream, [NewEvent(new_id, type_name, data, metadata)], NO_STREAM)
+        except WrongExpectedVersion:
+            continue  # another process started it first: read its position
+    raise RuntimeError(f"could not start routing the inputs of {app.name!r}")  # pragma: no cover
+
+
+def routing_start(store: EventStore, app: AppDefinition) -> int | None:
+    """The position after which the app's inputs of unknown key are routed once (the router
+    started), or ``None`` if no router started on this store yet."""
+    first = store.read_stream(streams.routed_stream(app.name), 0, 1)
+    if not first:
+        return None
+    started = decoding.decode_message(app.codec, first[0])
+    if not isinstance(started, RoutingStarted):
+        raise CorruptEvent(first[0].stream, first[0].revision, "not a RoutingStarted record")
+    return started.position
 
 
 def _takes(inputs: WorkflowInputs, event: RecordedEvent) -> bool:

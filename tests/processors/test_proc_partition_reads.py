@@ -13,10 +13,11 @@ import pytest
 
 from decider import Envelope, Lifecycle, Metadata
 from decider.processors import App, Service, status
+from decider.processors.app.messages import ROUTED
 from decider.processors.app.streams import instance_stream, routed_stream
 from decider.processors.group.membership import PartitionGroup
 from decider.processors.group.partitions import lease_name, member_lease_name, stream_key
-from decider.processors.workflows.router import InputRouter
+from decider.processors.workflows.router import InputRouter, start_routing
 from decider.stores.memory import MemoryEventStore
 from decider.stores.protocol import ALL, ANY, Filter, NewEvent, RecordedEvent
 from decider.stores.subscription import CatchUpSubscription
@@ -153,7 +154,7 @@ def test_an_input_without_a_key_is_routed_once_to_its_partition(half: Half) -> N
     assert service.wait_idle(30)
     assert service.errors == []
     # One record per input, stored with the key of the instance it is routed to.
-    records = store.read_stream(routed_stream(app.name))
+    records = _records(store, app)
     assert sorted(r.partition_key or -1 for r in records) == sorted(
         stream_key(_instance_of(i)) for i in ids
     )
@@ -189,7 +190,7 @@ def test_two_processes_route_each_foreign_input_once_and_complete_it_once() -> N
         assert len(routers) == 2
         assert sorted(r.routed for r in routers) == [0, n]
     check_exactly_once(store, 2 * n)
-    records = store.read_stream(routed_stream(app.name))
+    records = _records(store, app)
     assert len(records) == n  # each foreign input routed once, the published ones not at all
     # No process was sent an input of another's partitions, nor one of unknown key but the
     # router.
@@ -198,6 +199,11 @@ def test_two_processes_route_each_foreign_input_once_and_complete_it_once() -> N
             assert held == frozenset(), event
         else:
             assert event.partition_key % P in held, event
+
+
+def _records(store: MemoryEventStore, app: App) -> list[RecordedEvent]:
+    """The router's records (after the routed stream's first event, where routing started)."""
+    return [r for r in store.read_stream(routed_stream(app.name)) if r.type == ROUTED]
 
 
 def _append_foreign(store: MemoryEventStore, app: App, numbers: range) -> None:
@@ -236,8 +242,34 @@ def test_the_router_moves_with_partition_0_and_goes_on_from_its_checkpoint() -> 
         assert other.wait_idle(30)
         assert one.errors == two.errors == []
     check_exactly_once(store, 2 * n)
-    records = store.read_stream(routed_stream(app.name))
+    records = _records(store, app)
     assert sorted(r.partition_key or -1 for r in records) == sorted(
         stream_key(_instance_of(i)) for i in range(2 * n)
     )
     assert len({r.id for r in records}) == len(records) == 2 * n
+
+
+def test_routing_starts_where_the_workflow_processors_left_off() -> None:
+    """An app that ran without a group handled its inputs of no key itself: when it first
+    runs in a group, the router starts after the workflow processor's checkpoint, and routes
+    only the inputs of no key that come after it."""
+    store = CountingStore()
+    app = make_app("upgraded")
+    n = 10
+    _append_foreign(store, app, range(n))
+    with member(Service(app, store)) as alone:
+        assert alone.wait_until(lambda: all_completed(store, app, n), 30)
+        assert alone.wait_idle(30)
+    handled = store.load_checkpoint(f"{app.name}.workflow.{workflow.name}")
+    assert handled is not None
+    group = PartitionGroup(store, app, owner="solo", ttl=5)
+    with member(Service(app, store, group=group)) as grouped:
+        assert start_routing(store, app, store) == handled
+        _append_foreign(store, app, range(n, 2 * n))
+        assert grouped.wait_until(lambda: all_completed(store, app, 2 * n), 30)
+        assert grouped.wait_idle(30)
+        assert grouped.errors == []
+    check_exactly_once(store, 2 * n)
+    assert sorted(r.partition_key or -1 for r in _records(store, app)) == sorted(
+        stream_key(_instance_of(i)) for i in range(n, 2 * n)
+    )
