@@ -19,6 +19,11 @@ and the workflow, so a record written twice (a replay after a crash or a takeove
 once; the workflow processor handles a message id once per instance in any case. Records come
 in the order of the inputs in the log.
 
+Routing starts once per store (:func:`start_routing`, called by every service of a group
+before its processors start): the routed stream's first event records the position after which
+the router routes; the workflow processors handled every input of unknown key up to it
+themselves, and leave such inputs to the router only once it is recorded.
+
 WARNING: an input that takes this path reaches its instance after the router has read it, so
 relative to an input of the same instance published through the app (which goes straight to its
 partition) it may be handled later than their order in the log says.
