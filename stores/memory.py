@@ -56,6 +56,10 @@ class MemoryEventStore:
     WARNING: nothing is durable; the log lives as long as the object.
     """
 
+    keeps_partition_keys: ClassVar[bool] = True
+    """Each event's partition key is kept and filtered by
+    (:class:`~decider.stores.protocol.KeyedStore`)."""
+
     name_rules: ClassVar[NameRules] = DEFAULT
     """The names this store holds (:mod:`decider.stores.names`); others raise
     :class:`~decider.stores.errors.InvalidName` before anything is written or read."""
@@ -197,7 +201,7 @@ class MemoryEventStore:
                 if limit is not None and len(found) >= limit:
                     break
                 event = log[index]
-                if filter.matches(event.stream, event.type):
+                if filter.passes(event):
                     found.append(event)
             return found
 
@@ -306,6 +310,7 @@ class MemoryEventStore:
                 revision=revision + offset,
                 position=next_position + offset - 1,
                 recorded_at=now,
+                partition_key=event.partition_key,
             )
             self._log.append(recorded)
             stream_events.append(recorded)

@@ -57,12 +57,22 @@ ExpectedRevision: TypeAlias = int | StreamState
 
 @attrs.frozen
 class NewEvent:
-    """An event to append. ``id`` makes a retried append recognisable as the same write."""
+    """An event to append. ``id`` makes a retried append recognisable as the same write.
+
+    ``partition_key`` (a 32-bit unsigned int, or ``None``: unknown) says which partition of
+    its app's work the event belongs to: partition ``partition_key % P`` of ``P``. An appender
+    that knows it passes it (an app: ``crc32`` of the instance stream the event is for, see
+    :func:`decider.processors.group.partitions.stream_key`); stores that keep keys store it with
+    the event and filter reads by it (:class:`Partitions`).
+    """
 
     id: uuid.UUID
     type: str
     data: bytes
     metadata: bytes = b""
+    partition_key: int | None = attrs.field(
+        default=None, kw_only=True, validator=lambda _, __, key: check_partition_key(key)
+    )
 
 
 @attrs.frozen
@@ -77,6 +87,60 @@ class RecordedEvent:
     revision: int
     position: int
     recorded_at: datetime
+    partition_key: int | None = attrs.field(default=None, kw_only=True)
+    """The partition key the event was appended with (:attr:`NewEvent.partition_key`);
+    ``None`` if none was given, or the store keeps none (EventStoreDB)."""
+
+
+MAX_PARTITION_KEY = 2**32 - 1
+"""The largest partition key (keys are 32-bit unsigned: a ``crc32``)."""
+
+
+def check_partition_key(key: int | None) -> None:
+    """Raise ``ValueError`` unless ``key`` is ``None`` or an int from 0 to
+    :data:`MAX_PARTITION_KEY`."""
+    if key is not None and (
+        isinstance(key, bool) or not isinstance(key, int) or not 0 <= key <= MAX_PARTITION_KEY
+    ):
+        raise ValueError(f"a partition key must be None or an int from 0 to 2**32 - 1, got {key!r}")
+
+
+@attrs.frozen
+class Partitions:
+    """Some of the ``count`` partitions of an app's work: those numbered in ``held``.
+
+    An event is of partition ``partition_key % count``. An event whose key is unknown
+    (``None``: appended without one) may be of any partition: it passes when ``unknown`` is set
+    (the default), and the reader finds out its partition itself. A store that keeps no keys
+    (not a :class:`KeyedStore`: EventStoreDB) cannot tell, and passes every event.
+
+    >>> Partitions(count=4, held=frozenset({1})).passes(5)
+    True
+    >>> Partitions(count=4, held=frozenset({1})).passes(6)
+    False
+    >>> Partitions(count=4, held=frozenset({1})).passes(None)
+    True
+    >>> Partitions(count=4, held=frozenset(), unknown=True).passes(1)
+    False
+    """
+
+    count: int
+    held: frozenset[int]
+    unknown: bool = True
+    """Whether events of unknown key pass."""
+
+    def __attrs_post_init__(self) -> None:
+        if isinstance(self.count, bool) or not isinstance(self.count, int) or self.count < 1:
+            raise ValueError(f"a partition count must be a positive int, got {self.count!r}")
+        wrong = [n for n in self.held if not (isinstance(n, int) and 0 <= n < self.count)]
+        if wrong:
+            raise ValueError(f"partitions {sorted(wrong)} are not among 0..{self.count - 1}")
+
+    def passes(self, key: int | None) -> bool:
+        """Whether an event with partition key ``key`` may be of a partition held."""
+        if key is None:
+            return self.unknown
+        return key % self.count in self.held
 
 
 @attrs.frozen
@@ -110,13 +174,17 @@ class Filter:
     An event matches when its stream starts with one of ``stream_prefixes`` (or that tuple is
     empty) and its type is one of ``event_types`` or starts with one of
     ``event_type_prefixes`` (or both are empty). System events (type or stream starting with
-    ``$``) are excluded unless ``include_system`` is set.
+    ``$``) are excluded unless ``include_system`` is set. With ``partitions``, an event must
+    also be of a partition held, or of an unknown one (:meth:`Partitions.passes`); a store
+    that keeps no partition keys (EventStoreDB) records every event's as unknown, so the
+    filter passes them all there.
     """
 
     stream_prefixes: tuple[str, ...] = ()
     event_types: tuple[str, ...] = ()
     event_type_prefixes: tuple[str, ...] = ()
     include_system: bool = False
+    partitions: Partitions | None = None
 
     def matches(self, stream: str, event_type: str) -> bool:
         """Whether an event of this stream and type passes the filter.
@@ -135,6 +203,13 @@ class Filter:
                 bool(self.event_type_prefixes) and event_type.startswith(self.event_type_prefixes)
             )
         return True
+
+    def passes(self, event: RecordedEvent) -> bool:
+        """Whether ``event`` passes the filter: :meth:`matches`, and its partition key
+        (:meth:`Partitions.passes`)."""
+        if self.partitions is not None and not self.partitions.passes(event.partition_key):
+            return False
+        return self.matches(event.stream, event.type)
 
     def type_regex(self) -> str | None:
         """The event-type part as one regular expression, for servers that filter by regex."""
@@ -225,6 +300,16 @@ class EventStore(Protocol):
     def close(self) -> None:
         """Release connections and wake every subscription so it can stop."""
         ...
+
+
+@runtime_checkable
+class KeyedStore(Protocol):
+    """A store that keeps each event's partition key (:attr:`NewEvent.partition_key`) and
+    answers a :class:`Partitions` filter by it, in the store (an index or the query): reads
+    of some partitions are not sent the others' events."""
+
+    keeps_partition_keys: bool
+    """Always true: what makes the store recognisable as one."""
 
 
 @runtime_checkable

@@ -36,8 +36,12 @@ ReadHeadAndPage = Callable[[int | None, int], tuple[int | None, list[RecordedEve
 limit)`` read after it, in one call (a store for which each is a round trip joins them)."""
 
 
-Written = Sequence[tuple[str, str]]
-"""What a commit wrote: each event's stream and type."""
+Row = tuple[int, str, str, int | None]
+"""An event as another process's commit is announced: its position, stream, type and
+partition key."""
+
+Written = Sequence[tuple[str, str, int | None]]
+"""What a commit wrote: each event's stream, type and partition key."""
 
 _MATCHED_AT_MOST = 64
 """A commit of more events than this wakes every subscription without matching each filter
@@ -49,7 +53,7 @@ def written_to(stream: str, events: Sequence[NewEvent]) -> Written | None:
     (``None``, "wake every subscription", past :data:`_MATCHED_AT_MOST` events)."""
     if len(events) > _MATCHED_AT_MOST:
         return None
-    return [(stream, event.type) for event in events]
+    return [(stream, event.type, event.partition_key) for event in events]
 
 
 def written_by(appends: Sequence[StreamAppend]) -> Written | None:
@@ -57,7 +61,9 @@ def written_by(appends: Sequence[StreamAppend]) -> Written | None:
     every subscription", past :data:`_MATCHED_AT_MOST` events: a big batch is not listed)."""
     if sum(len(item.events) for item in appends) > _MATCHED_AT_MOST:
         return None
-    return [(item.stream, event.type) for item in appends for event in item.events]
+    return [
+        (item.stream, event.type, event.partition_key) for item in appends for event in item.events
+    ]
 
 
 class LogNotifier:
@@ -94,8 +100,8 @@ class LogNotifier:
 
     def notify(self, written: Written | None = None) -> None:
         """Tell the subscriptions that the log may have grown: those whose filter passes an
-        event of ``written`` (each event's stream and type), or every one when ``written`` is
-        ``None`` (unknown). ``()``: nothing a subscription reads was written."""
+        event of ``written`` (each event's stream, type and partition key), or every one when
+        ``written`` is ``None`` (unknown). ``()``: nothing a subscription reads was written."""
         if written is not None and not written:
             return
         with self._lock:
@@ -103,11 +109,12 @@ class LogNotifier:
                 if not subscription.dirty and subscription.wants(written):
                     subscription.mark()
 
-    def notify_rows(self, rows: Sequence[tuple[int, str, str]]) -> None:
-        """Tell the subscriptions that the log holds ``rows`` (each event's position, stream
-        and type), written by some process: those that have not read past a row their filter
-        passes look again. For a store that learns of other processes' commits by looking
-        (one look serves every subscription, and none reads again what it has read)."""
+    def notify_rows(self, rows: Sequence[Row]) -> None:
+        """Tell the subscriptions that the log holds ``rows`` (each event's position, stream,
+        type and partition key), written by some process: those that have not read past a row
+        their filter passes (its partitions included) look again. For a store that learns of
+        other processes' commits by looking (one look serves every subscription, and none reads
+        again what it has read)."""
         with self._lock:
             for subscription in self._subscriptions:
                 if not subscription.dirty and subscription.behind(rows):
@@ -170,14 +177,16 @@ class CatchUpSubscription:
         notifier, cleared before each read)."""
         notifier.attach(self)
 
-    def behind(self, rows: Sequence[tuple[int, str, str]]) -> bool:
-        """Whether a row of ``rows`` (position, stream, type) is past what this subscription
-        has read and passes its filter."""
+    def behind(self, rows: Sequence[Row]) -> bool:
+        """Whether a row of ``rows`` (position, stream, type, partition key) is past what
+        this subscription has read and passes its filter."""
         position, pattern = self._position, self._filter
+        held = None if pattern is None else pattern.partitions
         return any(
             (position is None or at > position)
             and (pattern is None or pattern.matches(stream, event_type))
-            for at, stream, event_type in rows
+            and (held is None or held.passes(key))
+            for at, stream, event_type, key in rows
         )
 
     def mark(self) -> None:
@@ -192,11 +201,15 @@ class CatchUpSubscription:
 
     def wants(self, written: Written | None) -> bool:
         """Whether an event of ``written`` (``None``: unknown) may pass this subscription's
-        filter (it reads the log again if so)."""
+        filter, its partitions included (it reads the log again if so)."""
         pattern = self._filter
         if written is None or pattern is None:
             return True
-        return any(pattern.matches(stream, event_type) for stream, event_type in written)
+        held = pattern.partitions
+        return any(
+            pattern.matches(stream, event_type) and (held is None or held.passes(key))
+            for stream, event_type, key in written
+        )
 
     @property
     def stopped(self) -> bool:

@@ -102,6 +102,34 @@ class PartitionCount:
     partitions: int
 
 
+@message("decider.InputRouted")
+@attrs.frozen(kw_only=True)
+class InputRouted:
+    """An input stored without a partition key, routed once for the group (stream
+    ``decider-routed-<app>``, stored with the partition key of the instance it goes to): the
+    processor of ``workflow`` in the process holding that partition handles the input at
+    ``stream``/``revision`` (whose id is ``event_id``) when it reads this record."""
+
+    workflow: str
+    stream: str
+    revision: int
+    event_id: str
+
+
+ROUTED = "decider.InputRouted"
+"""The stored type name of :class:`InputRouted`."""
+
+
+@message("decider.RoutingStarted")
+@attrs.frozen(kw_only=True)
+class RoutingStarted:
+    """The first event of ``decider-routed-<app>``: the input router routes every input of
+    unknown key after ``position`` (those up to it were handled by the workflow processors
+    themselves, before the router existed)."""
+
+    position: int
+
+
 @message("decider.PartitionClaimed")
 @attrs.frozen(kw_only=True)
 class PartitionClaimed:

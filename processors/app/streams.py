@@ -296,6 +296,19 @@ def timer_processor_name(app: str) -> str:
     return f"{app}.timers"
 
 
+def router_name(app: str) -> str:
+    """The name of an app's input router (a partitioned run on a store that keeps partition
+    keys; its checkpoint is that of partition 0, ``<name>.p0``)."""
+    return f"{app}.router"
+
+
+def routed_stream(app: str) -> str:
+    """The stream where an app's input router records, for each input stored without a
+    partition key, the instance partition it belongs to
+    (:class:`~decider.processors.app.messages.InputRouted` records)."""
+    return grammar.system_stream("routed", app)
+
+
 def processor_names(app: str, workflows: Iterable[str]) -> list[str]:
     """The names of the processors a service of ``app`` runs: one per workflow, then the
     command and the timer processor.

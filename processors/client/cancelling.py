@@ -21,6 +21,7 @@ from decider.processors.app.messages import CANCEL_TYPE
 from decider.processors.app.streams import cancel_stream
 from decider.processors.client.forking import current_generation
 from decider.processors.engine.reading import read_stream
+from decider.processors.group import partitions
 from decider.stores.protocol import ANY, EventStore, NewEvent, RecordedEvent
 
 
@@ -95,7 +96,8 @@ def request_cancel(
     data = _encode_cancel(app, reason)
     metadata = Metadata(message_id=str(new), correlation_id=instance_id)
     encoded = app.codec.encode_metadata(metadata)
-    store.append(stream, [NewEvent(new, CANCEL_TYPE, data, encoded)], ANY)
+    key = partitions.stream_key(instance_stream)  # its instance's partition
+    store.append(stream, [NewEvent(new, CANCEL_TYPE, data, encoded, partition_key=key)], ANY)
     return CancelRequest(instance_stream, str(new), reason, False)
 
 

@@ -4,15 +4,21 @@ An input's event id derives from its stream and message id, so publishing the sa
 to the same stream again is stored once (the store recognises the event id); published to
 another stream it is recognised by the workflow processor, which handles a message id once per
 instance. Each publish opens a telemetry span and carries its trace context in the metadata.
+
+Each input is stored with its partition key (:func:`~decider.processors.group.partitions.input_key`:
+the app routes it here, once), so in a group of processes only the process holding its
+instance's partition reads it. An input that several workflows take, or whose route fails, is
+stored without one and read by every process.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from decider import Envelope, Metadata, event_id, new_id
 from decider.processors.app.definition import AppDefinition
 from decider.processors.engine import telemetry
+from decider.processors.group import partitions
 from decider.stores.protocol import ANY, EventStore, NewEvent
 
 
@@ -34,7 +40,10 @@ def publish(
     with telemetry.publish_span(stream, app.codec.registry.name_of(type(message))):
         metadata = telemetry.inject(Metadata(message_id=message_id, correlation_id=correlation_id))
         type_name, data, encoded = app.codec.encode_envelope(Envelope(message, metadata))
-        event = NewEvent(event_id(stream, message_id, 0), type_name, data, encoded)
+        key = partitions.input_key(app, type_name, lambda: message, metadata)
+        event = NewEvent(
+            event_id(stream, message_id, 0), type_name, data, encoded, partition_key=key
+        )
         store.append(stream, [event], ANY)
     return message_id
 
@@ -61,6 +70,13 @@ def publish_many(
         for message, message_id in zip(messages, ids, strict=True):
             metadata = telemetry.inject(Metadata(message_id=message_id))
             type_name, data, encoded = app.codec.encode_envelope(Envelope(message, metadata))
-            events.append(NewEvent(event_id(stream, message_id, 0), type_name, data, encoded))
+            key = partitions.input_key(app, type_name, _given(message), metadata)
+            new = event_id(stream, message_id, 0)
+            events.append(NewEvent(new, type_name, data, encoded, partition_key=key))
         store.append(stream, events, ANY)
     return ids
+
+
+def _given(message: object) -> Callable[[], object]:
+    """``message``, for :func:`~decider.processors.group.partitions.input_key`."""
+    return lambda: message

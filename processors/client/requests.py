@@ -30,6 +30,7 @@ from decider.processors.app import decoding, streams
 from decider.processors.app.definition import AppDefinition
 from decider.processors.app.errors import RequestNotAnswered, RequestTimeout
 from decider.processors.app.messages import InputSkipped
+from decider.processors.group import partitions
 from decider.stores.errors import CorruptEvent
 from decider.stores.protocol import (
     ANY,
@@ -89,7 +90,8 @@ def _publish(
         streams.skipped_stream(streams.workflow_processor_name(app.name, name)): instance
         for name, instance in routed.items()
     }
-    event = NewEvent(event_id(target, message_id, 0), type_name, data, encoded)
+    key = partitions.input_key(app, type_name, lambda: message, metadata)
+    event = NewEvent(event_id(target, message_id, 0), type_name, data, encoded, partition_key=key)
     # The reply comes after the request in the log, whoever writes it and whenever: from the
     # request's own position on, nothing can be missed (a repeated request finds its stored
     # position, so a reply written before this call is found too).

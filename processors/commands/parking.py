@@ -17,7 +17,7 @@ import attrs
 
 from decider import Envelope, Metadata, event_id
 from decider.processors.app import decoding, streams
-from decider.processors.app.definition import AppDefinition
+from decider.processors.app.definition import AppDefinition, WorkflowRegistration
 from decider.processors.app.messages import (
     COMMAND_FAILED,
     CommandFailed,
@@ -29,6 +29,7 @@ from decider.processors.engine import logs
 from decider.processors.engine.base import Skip
 from decider.processors.engine.failures import traceback_of
 from decider.processors.engine.reading import read_stream
+from decider.processors.group import partitions
 from decider.stores.protocol import ANY, EventStore, NewEvent, RecordedEvent, StreamAppend
 
 
@@ -44,6 +45,7 @@ class Derive(Protocol):
         index: int = 0,
         correlation_id: str | None = None,
         causation_id: str | None = None,
+        input_for: WorkflowRegistration | bool = False,
     ) -> NewEvent: ...
 
 
@@ -111,7 +113,12 @@ class Parking:
                 command_id=command_id, command_type=command_type, reason=reason, attempts=attempts
             )
             feedback = self._derived(
-                stream, cause, failed, correlation_id=correlation_id, causation_id=command_id
+                stream,
+                cause,
+                failed,
+                correlation_id=correlation_id,
+                causation_id=command_id,
+                input_for=registration,
             )
             appends.append(StreamAppend(stream, [feedback], ANY))
         self.parked += 1
@@ -202,4 +209,6 @@ def retry_request(app: AppDefinition, command: ParkedCommand, park: RecordedEven
     new_id = event_id(stream, f"{command.command_id}/retry/{park.id}", 0)
     metadata = Metadata(message_id=str(new_id), causation_id=command.command_id)
     type_name, data, encoded = app.codec.encode_envelope(Envelope(request, metadata))
-    return NewEvent(new_id, type_name, data, encoded)
+    # In the partition of the command it retries (the command processor's partition_key).
+    key = partitions.stream_key(command.stream)
+    return NewEvent(new_id, type_name, data, encoded, partition_key=key)

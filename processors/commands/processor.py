@@ -587,7 +587,12 @@ class CommandProcessor(Processor):
         stream = streams.results_stream(handler.name, command_id)
         events = [
             self.derived(
-                stream, command_id, result, index=i, correlation_id=metadata.correlation_id
+                stream,
+                command_id,
+                result,
+                index=i,
+                correlation_id=metadata.correlation_id,
+                input_for=True,
             )
             for i, result in enumerate(results)
         ]

@@ -89,6 +89,9 @@ class Processor(Committing):
 
     name: str
     filter: Filter
+    sole_partition: int | None = None
+    """In a group: the one partition all of this processor's work belongs to (``None``: each
+    input's own)."""
 
     def __init__(self, context: Context) -> None:
         super().__init__(context)
@@ -101,6 +104,7 @@ class Processor(Committing):
         self._lock = threading.Lock()
         self.share = Share(self)
         """This processor's share of its group's work (all of it without a group)."""
+        self._reading: Filter | None = None
 
     @property
     def log(self) -> logs.ContextAdapter:
@@ -170,7 +174,8 @@ class Processor(Committing):
             return
         self.committed = self.share.start_position()
         self.starting()
-        subscription = self.context.store.subscribe(self.committed, self.filter)
+        self._reading = self.read_filter()
+        subscription = self.context.store.subscribe(self.committed, self._reading)
         with self._lock:
             self._subscription = subscription
         # A stop() that came before the subscription existed found nothing to end.
@@ -221,6 +226,17 @@ class Processor(Committing):
         subscription = self._subscription
         if subscription is not None:
             subscription.wake()
+
+    def read_filter(self) -> Filter:
+        """The filter of the subscription's life now starting: :attr:`filter`, in a group of
+        the partitions held only (:meth:`~decider.processors.engine.sharing.Share.read_filter`)."""
+        return self.share.read_filter(self.filter)
+
+    @property
+    def reading(self) -> Filter:
+        """What this subscription's life reads: :attr:`filter`, in a group only of the
+        partitions held (:meth:`~decider.processors.engine.sharing.Share.read_filter`)."""
+        return self.filter if self._reading is None else self._reading
 
     # -- in a group ---------------------------------------------------------------------------
 

@@ -40,9 +40,10 @@ from typing import Any
 
 import attrs
 
-from decider import event_id
+from decider import Metadata, event_id
 from decider.codec import describe
 from decider.processors.app import streams
+from decider.processors.app.definition import WorkflowRegistration
 from decider.processors.app.errors import ConflictsExhausted
 from decider.processors.app.messages import InputSkipped
 from decider.processors.engine import logs, telemetry
@@ -50,6 +51,7 @@ from decider.processors.engine.clock import Signal
 from decider.processors.engine.context import Context
 from decider.processors.engine.failures import PERMANENT, ErrorLog, traceback_of, user_exception
 from decider.processors.engine.sharing import LeaseNotHeld, Share
+from decider.processors.group import partitions
 from decider.stores import Lease, LeaseLost
 from decider.stores.errors import StoreUnavailable, WrongExpectedVersion
 from decider.stores.protocol import (
@@ -498,10 +500,16 @@ class Committing(abc.ABC):
         index: int = 0,
         correlation_id: str | None = None,
         causation_id: str | None = None,
+        input_for: WorkflowRegistration | bool = False,
     ) -> NewEvent:
-        """A new event for ``message`` whose id derives from ``stream``, ``cause`` and ``index``."""
-        codec = self.context.app.codec
+        """A new event for ``message`` whose id derives from ``stream``, ``cause`` and ``index``.
+
+        ``input_for``: the message is an input of that workflow (``True``: of whichever one
+        takes its type), stored with the partition key of the instance its route gives
+        (:func:`~decider.processors.group.partitions.input_key`)."""
+        app = self.context.app
         new_id = event_id(stream, cause, index)
+        codec = app.codec
         parent, state = telemetry.trace_fields()
         type_name, data = codec.encode_message(message)
         metadata = codec.metadata_bytes(
@@ -511,7 +519,16 @@ class Committing(abc.ABC):
             traceparent=parent,
             tracestate=state,
         )
-        return NewEvent(new_id, type_name, data, metadata)
+        key = None
+        if input_for is not False:
+            workflow = None if input_for is True else input_for
+            routed = Metadata(
+                message_id=str(new_id),
+                correlation_id=correlation_id,
+                causation_id=causation_id if causation_id is not None else cause,
+            )
+            key = partitions.input_key(app, type_name, lambda: message, routed, workflow=workflow)
+        return NewEvent(new_id, type_name, data, metadata, partition_key=key)
 
     def copied(
         self, stream: str, cause: str, type_name: str, data: bytes, correlation_id: str | None
@@ -528,6 +545,22 @@ class Committing(abc.ABC):
             tracestate=state,
         )
         return NewEvent(new_id, type_name, data, metadata)
+
+    def copied_input(
+        self, stream: str, cause: str, type_name: str, data: bytes, correlation_id: str | None
+    ) -> NewEvent:
+        """:meth:`copied`, for a message that is an input of the app's workflows: stored with
+        the partition key of the instance its route gives (the message is decoded only if the
+        route needs it)."""
+        new = self.copied(stream, cause, type_name, data, correlation_id)
+        app = self.context.app
+        metadata = Metadata(
+            message_id=str(new.id), correlation_id=correlation_id, causation_id=cause
+        )
+        key = partitions.input_key(
+            app, type_name, lambda: app.codec.decode_message(type_name, data), metadata
+        )
+        return attrs.evolve(new, partition_key=key)
 
 
 def _printable(text: str, limit: int) -> str:

@@ -6,8 +6,10 @@ or ``Replied`` event) or a timer (a ``Scheduled`` event) to the partition of the
 stream that recorded it (:meth:`Member.partition_key`). Without a group, one process does all
 the work under one *key*, :data:`ALL`, with the processor's own checkpoint (as before
 partitions existed). In a group, each partition the process holds is a key of its own: the
-processor subscribes from the lowest checkpoint of the partitions held, works only on theirs
-(:meth:`Share.key_of`), and commits each partition's work under its lease and with its own
+processor subscribes from the lowest checkpoint of the partitions held, to their events only
+(:meth:`Share.read_filter`: the store filters by the partition key kept with each event, and
+sends the events of unknown key too), works only on theirs (:meth:`Share.key_of`), and commits
+each partition's work under its lease and with its own
 checkpoint (:meth:`Share.fenced`), or several partitions' work in one transaction under all
 their leases (:meth:`Share.fenced_together`; the commit engine,
 :meth:`~decider.processors.engine.committing.Committing.commit_partitions`, decides which). A
@@ -32,10 +34,12 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Protocol
 
+import attrs
+
 from decider.processors.engine.context import Context
 from decider.processors.group import partitions
 from decider.stores import Lease, LeaseLost
-from decider.stores.protocol import RecordedEvent
+from decider.stores.protocol import Filter, Partitions, RecordedEvent
 
 if TYPE_CHECKING:
     from decider.processors.group.membership import PartitionGroup
@@ -57,6 +61,9 @@ class Member(Protocol):
     name: str
     context: Context
     committed: int | None
+    sole_partition: int | None
+    """In a group: the one partition all of this processor's work belongs to, whose lease it
+    commits under (``None``: each event's own partition)."""
 
     def partition_key(self, event: RecordedEvent) -> str:
         """The stream whose partition ``event`` belongs to."""
@@ -97,10 +104,19 @@ class Share:
         """The group (``None``: this process does all the work)."""
         return self.member.context.group
 
+    def _held(self, group: PartitionGroup) -> dict[int, Lease]:
+        """The partitions held whose work this processor does: all of them, or only its
+        :attr:`Member.sole_partition`."""
+        held = group.partitions()
+        sole = self.member.sole_partition
+        if sole is None:
+            return held
+        return {sole: held[sole]} if sole in held else {}
+
     def holds_work(self) -> bool:
         """Whether this process has work of the processor to do now."""
         group = self.group
-        return group is None or bool(group.partitions())
+        return group is None or bool(self._held(group))
 
     def await_leases(self) -> bool:
         """Wait (interruptibly by stop) until this process holds something to work on; whether
@@ -125,7 +141,7 @@ class Share:
         group = self.group
         if group is None:
             return None
-        return frozenset((n, lease.epoch) for n, lease in group.partitions().items())
+        return frozenset((n, lease.epoch) for n, lease in self._held(group).items())
 
     # -- checkpoints ------------------------------------------------------------------------
 
@@ -169,7 +185,7 @@ class Share:
             self.owned = None
             self._marks = {ALL: self.stored_mark(ALL)}
             return self._marks[ALL]
-        self.owned = group.partitions()
+        self.owned = self._held(group)
         self._let_go = False
         self._marks = {number: self.stored_mark(number) for number in self.owned}
         marks = list(self._marks.values())
@@ -190,11 +206,28 @@ class Share:
         self._marks[key] = position
 
     def partition(self, event: RecordedEvent) -> int:
-        """The partition ``event`` belongs to (:data:`ALL` without a group)."""
+        """The partition ``event`` belongs to (:data:`ALL` without a group): by the partition
+        key stored with it, else (unknown) by :meth:`Member.partition_key` (an input routed
+        here)."""
         if self.owned is None:
             return ALL
+        sole = self.member.sole_partition
+        if sole is not None:
+            return sole
         count = self.member.context.app.partitions
+        key = event.partition_key
+        if key is not None:
+            return key % count
         return partitions.partition_of(self.member.partition_key(event), count)
+
+    def read_filter(self, filter: Filter) -> Filter:
+        """``filter`` for this subscription's life: in a group, of the partitions held only
+        (and the events of unknown partition, which :meth:`key_of` routes), so the store
+        never sends another partition's work."""
+        if self.owned is None:
+            return filter
+        held = Partitions(count=self.member.context.app.partitions, held=frozenset(self.owned))
+        return attrs.evolve(filter, partitions=held)
 
     def behind(self, position: int | None) -> bool:
         """In a group: whether a held partition's checkpoint is not at ``position`` (every input
@@ -312,7 +345,7 @@ class Share:
             return True
         if self.owned is None or key not in self.owned:
             return False
-        now = (group.partitions() if held is None else held).get(key)
+        now = (self._held(group) if held is None else held).get(key)
         return now is not None and now.epoch == self.owned[key].epoch
 
     def let_go(self, key: int) -> None:
@@ -341,7 +374,7 @@ class Share:
     def held_now(self) -> dict[int, Lease] | None:
         """What the group holds now (``None`` without a group), for :meth:`still_held`."""
         group = self.group
-        return None if group is None else group.partitions()
+        return None if group is None else self._held(group)
 
     # -- a batch's work --------------------------------------------------------------------
 

@@ -19,15 +19,16 @@ and save every processor's checkpoint of each new partition as the lowest of the
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 
 from decider import Envelope, Metadata, event_id
 from decider.processors.app import decoding, streams
-from decider.processors.app.definition import AppDefinition
+from decider.processors.app.definition import AppDefinition, WorkflowRegistration, by_correlation
 from decider.processors.app.errors import ProcessorError
 from decider.processors.app.messages import PartitionClaimed, PartitionCount
 from decider.stores import Lease
 from decider.stores.errors import WrongExpectedVersion
-from decider.stores.protocol import ANY, NO_STREAM, EventStore, NewEvent
+from decider.stores.protocol import ANY, NO_STREAM, EventStore, KeyedStore, NewEvent
 
 MAX_PARTITIONS = 4096
 """The largest partition count an app may have."""
@@ -54,13 +55,79 @@ def check_count(count: int) -> int:
     return count
 
 
+def stream_key(stream: str) -> int:
+    """The partition key of the instance stream ``stream`` (a 32-bit ``crc32``): the key
+    stored with every event of the instance's work
+    (:attr:`~decider.stores.protocol.NewEvent.partition_key`), whose partition is
+    ``key % count``.
+
+    Every generation of an instance (a fork's ``<stream>~g<n>``) has the key of the instance's
+    own stream, so an instance's whole work, forked or not, stays one partition's.
+
+    >>> stream_key("Order-o-1") % 16
+    14
+    >>> stream_key("Order-o-1~g2") == stream_key("Order-o-1")
+    True
+    """
+    if streams.GENERATION in stream:
+        stream = streams.generation_of(stream)[0]
+    return zlib.crc32(stream.encode("utf-8", "surrogatepass"))
+
+
 def partition_of(stream: str, count: int) -> int:
     """The partition of the instance stream ``stream`` among ``count``: stable everywhere.
 
     >>> partition_of("Order-o-1", 16)
     14
     """
-    return zlib.crc32(stream.encode("utf-8", "surrogatepass")) % count
+    return stream_key(stream) % count
+
+
+def input_key(
+    app: AppDefinition,
+    type_name: str,
+    message: Callable[[], object],
+    metadata: Metadata,
+    *,
+    workflow: WorkflowRegistration | None = None,
+) -> int | None:
+    """The partition key of an input of type ``type_name`` (its message: ``message()``,
+    called only if the route needs it): :func:`stream_key` of the instance stream its route
+    gives, when one workflow takes it (``workflow``, or the only one of the app's workflows
+    that lists the type); ``None`` (unknown: every process of a group reads it and routes it
+    itself) when several workflows or none take it, or the route fails or gives no id.
+    """
+    if workflow is None:
+        takers = [r for r in app.workflows.values() if type_name in r.inputs]
+        if len(takers) != 1:
+            return None
+        [workflow] = takers
+    entry = workflow.inputs.get(type_name)
+    if entry is None:
+        return None
+    try:
+        if entry.route is by_correlation:
+            instance_id = metadata.correlation_id
+        else:
+            instance_id = entry.route(message(), metadata)
+        if not isinstance(instance_id, str) or not instance_id:
+            return None
+        return stream_key(streams.instance_stream(workflow.workflow.name, instance_id))
+    except Exception:  # the workflow processor skips it, with the reason
+        return None
+
+
+ROUTER_PARTITION = 0
+"""The partition whose lease the app's input router runs under (its checkpoint is that
+partition's, ``<app>.router.p0``): the process holding it routes every input stored without a
+key, for the whole group."""
+
+
+def routes_once(store: object) -> bool:
+    """Whether a group on ``store`` routes the inputs stored without a partition key once,
+    in its input router (the store keeps keys: :class:`~decider.stores.protocol.KeyedStore`),
+    rather than in every process (EventStoreDB, which keeps none)."""
+    return isinstance(store, KeyedStore)
 
 
 def lease_name(app: str, partition: int) -> str:

@@ -15,6 +15,10 @@ still to do or done since the checkpoint was last committed. Read from the store
 - **the command processor** moves its checkpoint on in batches as commands conclude, so a
   command after it may have concluded already: its count is an upper bound (``exact`` false).
 
+In a partitioned run on a store that keeps partition keys, the input router
+(:mod:`decider.processors.workflows.router`) is listed too, with partition 0's checkpoint and
+the inputs of no key after it as its work.
+
 In a partitioned run (the app's partition count is recorded in the store), each partition has
 its own checkpoint per processor (``<processor>.p<n>``, counting the processor's own when that
 is later, as the processors do), and an input counts only in the partition it belongs to
@@ -43,6 +47,7 @@ from decider.processors.engine.clock import Signal, SystemClock
 from decider.processors.group import partitions
 from decider.processors.timers.processor import TimerProcessor
 from decider.processors.workflows.processor import WorkflowProcessor
+from decider.processors.workflows.router import InputRouter
 from decider.stores.errors import CorruptEvent
 from decider.stores.protocol import CheckpointStore, EventStore, RecordedEvent
 
@@ -93,8 +98,11 @@ class Progress:
         return max(0.0, (now - self.oldest_pending_at).total_seconds())
 
 
-def processors_of(app: AppDefinition, store: EventStore) -> list[Processor]:
-    """The processors a :class:`~decider.processors.Service` of ``app`` runs, not started.
+def processors_of(
+    app: AppDefinition, store: EventStore, *, router: bool = False
+) -> list[Processor]:
+    """The processors a :class:`~decider.processors.Service` of ``app`` runs, not started
+    (with ``router``, the input router of a group last).
 
     Built the way the service builds them, for their names, filters and partition keys only.
     """
@@ -107,7 +115,8 @@ def processors_of(app: AppDefinition, store: EventStore) -> list[Processor]:
         progress=lambda: None,
     )
     built: list[Processor] = [WorkflowProcessor(context, r, 1) for r in app.workflows.values()]
-    return [*built, CommandProcessor(context), TimerProcessor(context)]
+    built += [CommandProcessor(context), TimerProcessor(context)]
+    return [*built, InputRouter(context)] if router else built
 
 
 def is_partitioned(store: EventStore, app: AppDefinition) -> bool:
@@ -122,7 +131,8 @@ def progress(store: EventStore, app: AppDefinition, now: datetime) -> list[Progr
     """
     found: list[Progress] = []
     split = is_partitioned(store, app)
-    for processor in processors_of(app, store):
+    router = split and bool(app.workflows) and partitions.routes_once(store)
+    for processor in processors_of(app, store, router=router):
         found += _of(store, app, processor, now, split)
     return found
 
@@ -153,7 +163,11 @@ def _of(
     load = store.load_checkpoint if isinstance(store, CheckpointStore) else (lambda name: None)
     own = load(processor.name)
     marks: dict[int | None, int | None]
-    if split:
+    router = isinstance(processor, InputRouter)  # partition 0's work: the inputs of no key
+    if router:
+        only = partitions.ROUTER_PARTITION
+        marks = {only: load(partitions.checkpoint_name(processor.name, only))}
+    elif split:
         marks = {
             n: _later(load(partitions.checkpoint_name(processor.name, n)), own)
             for n in range(app.partitions)
@@ -168,9 +182,13 @@ def _of(
     position = None if len(known) < len(marks) else min(known)
     timers = isinstance(processor, TimerProcessor)
     read = 0
-    while page := store.read_all(position, _PAGE, processor.filter):
+    reading = processor.read_filter() if router else processor.filter
+    while page := store.read_all(position, _PAGE, reading):
         for record in page:
-            key = _key(processor, record, app) if split else None
+            if router:
+                key: int | None = partitions.ROUTER_PARTITION
+            else:
+                key = _key(processor, record, app) if split else None
             mark = marks[key]
             if mark is not None and record.position <= mark:
                 continue  # done in its own partition

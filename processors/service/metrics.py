@@ -229,7 +229,7 @@ def _lag(processor: Processor, store: EventStore, now: datetime) -> tuple[float,
     """(seconds, positions) ``processor`` is behind: the age of its oldest pending input, and
     how far its newest pending input (of the first :data:`LAG_PAGE`) is past its position."""
     position = processor.idle_position()
-    page = store.read_all(position, LAG_PAGE, processor.filter)
+    page = store.read_all(position, LAG_PAGE, processor.reading)
     if not page:
         return 0.0, 0
     start = position if position is not None else page[0].position - 1

@@ -33,12 +33,14 @@ from decider.processors.commands.pool import HandlerLoad
 from decider.processors.commands.processor import CommandProcessor
 from decider.processors.engine.base import Context, Processor
 from decider.processors.engine.clock import Clock, Signal, SystemClock
+from decider.processors.group import partitions
 from decider.processors.group.membership import PartitionGroup
 from decider.processors.service import gc_tuning
 from decider.processors.service import metrics as service_metrics
 from decider.processors.timers.processor import TimerProcessor
 from decider.processors.workflows.cache import DEFAULT_CACHE_SIZE
 from decider.processors.workflows.processor import WorkflowProcessor
+from decider.processors.workflows.router import InputRouter, start_routing
 from decider.processors.workflows.state_stored import StateStoredProcessor
 from decider.stores.protocol import CheckpointStore, EventStore
 
@@ -169,6 +171,9 @@ class Service:
                 else ConsumerGroupCommandProcessor(context, self.consumer_group or None)
             )
             self.processors += [commands, TimerProcessor(context)]
+            if self.group is not None and self.app.workflows and partitions.routes_once(self.store):
+                start_routing(self.store, self.app, self.store)  # before any processor reads
+                self.processors.append(InputRouter(context))
             if self.group is not None:
                 self.group.start()
             self._threads = [
@@ -315,7 +320,7 @@ class Service:
                 continue  # another process of the group does this work
             if processor.has_due_work():
                 return False
-            if self.store.read_all(position, 1, processor.filter):
+            if self.store.read_all(position, 1, processor.reading):
                 return False
         with self._progress:
             return self._version == seen

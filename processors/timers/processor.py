@@ -435,7 +435,7 @@ class TimerProcessor(Processor):
     def _fired(self, timer: PendingTimer) -> StreamAppend:
         stream = streams.timer_stream(timer.scheduled_id)
         with telemetry.timer_span(self.name, stream, timer.scheduled_id, timer.trace):
-            new = self.copied(
+            new = self.copied_input(
                 stream, timer.scheduled_id, timer.message_type, timer.message, timer.correlation_id
             )
         return StreamAppend(stream, [new], NO_STREAM)

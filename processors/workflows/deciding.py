@@ -36,10 +36,11 @@ from decider import (
 )
 from decider.processors.app import decoding, streams
 from decider.processors.app.definition import AppDefinition, WorkflowRegistration, by_correlation
-from decider.processors.app.messages import CANCEL_TYPE, COMMAND_FAILED
+from decider.processors.app.messages import CANCEL_TYPE, COMMAND_FAILED, ROUTED, InputRouted
 from decider.processors.engine import telemetry
 from decider.processors.engine.base import Processor, Skip
 from decider.processors.engine.failures import call_user
+from decider.processors.group import partitions
 from decider.processors.workflows.cache import HandledIds
 from decider.stores.errors import CorruptEvent
 from decider.stores.protocol import Filter, RecordedEvent
@@ -137,6 +138,8 @@ class WorkflowInputs:
 
         Raises :class:`~decider.processors.engine.base.Skip` if it cannot be decoded or routed.
         """
+        if event.type == ROUTED:
+            return None  # a routing record for another workflow, or whose input is gone
         if event.type == COMMAND_FAILED and streams.failed_stream_workflow(event.stream) != (
             self.workflow.name
         ):
@@ -216,9 +219,58 @@ class DecidingProcessor(Processor):
         there). What it decodes to find that out is kept for deciding, within the batch."""
         return self.inputs.partition_key(event)
 
+    def read_filter(self) -> Filter:
+        """In a group whose inputs without a key are routed once (by the input router, on a
+        store that keeps partition keys): the inputs of the partitions held, and the router's
+        records of them (:class:`~decider.processors.app.messages.InputRouted`), never an
+        input of unknown key once routing started on the store (before that, this processor
+        reads them itself: see :func:`~decider.processors.workflows.router.start_routing`,
+        which every service of a group calls before its processors start). Else the
+        engine's."""
+        context = self.context
+        if context.group is None or not partitions.routes_once(context.store):
+            return super().read_filter()
+        held = self.share.read_filter(self.filter).partitions
+        assert held is not None
+        routed = bool(context.store.read_stream(streams.routed_stream(context.app.name), 0, 1))
+        types = tuple(sorted({*self.filter.event_types, ROUTED}))
+        return attrs.evolve(
+            self.filter, event_types=types, partitions=attrs.evolve(held, unknown=not routed)
+        )
+
     def process(self, batch: Sequence[RecordedEvent]) -> None:
-        """The engine's, forgetting the batch's inputs decoded to find their partition."""
+        """The engine's, forgetting the batch's inputs decoded to find their partition. A
+        routing record of this workflow stands for its input, read from the store (at the
+        record's position, with its partition key)."""
         try:
-            super().process(batch)
+            super().process(self._resolved(batch))
         finally:
             self.inputs.forget()
+
+    def _resolved(self, batch: Sequence[RecordedEvent]) -> Sequence[RecordedEvent]:
+        if not any(event.type == ROUTED for event in batch):
+            return batch
+        return [self._routed_input(e) if e.type == ROUTED else e for e in batch]
+
+    def _routed_input(self, record: RecordedEvent) -> RecordedEvent:
+        """The input ``record`` routed to this workflow, as if stored where the record is;
+        the record itself (skipped by :meth:`WorkflowInputs.route`) if it is for another
+        workflow or its input cannot be read."""
+        try:
+            routed = decoding.decode_message(self.context.app.codec, record)
+        except CorruptEvent:
+            return record
+        if not isinstance(routed, InputRouted) or routed.workflow != self.inputs.workflow.name:
+            return record
+        found = self.context.store.read_stream(routed.stream, routed.revision, 1)
+        if not found or str(found[0].id) != routed.event_id:
+            self.log.warning(
+                "%s: the input %s routed at position %d is not at %s@%d; passed over",
+                self.name,
+                routed.event_id,
+                record.position,
+                routed.stream,
+                routed.revision,
+            )
+            return record
+        return attrs.evolve(found[0], position=record.position, partition_key=record.partition_key)

@@ -53,6 +53,7 @@ from decider.processors.app.messages import ForkMark
 from decider.processors.engine import telemetry
 from decider.processors.engine.base import Context, Outcome, Skip
 from decider.processors.engine.failures import UserCodeFailed, call_user
+from decider.processors.group import partitions
 from decider.processors.workflows.cache import (
     DEFAULT_CACHE_SIZE,
     RECENT_IDS,
@@ -277,6 +278,7 @@ class WorkflowProcessor(DecidingProcessor):
         reuse = codec.registry.name_of(type(message)) == source.type
         cause = metadata.message_id
         parent, state = telemetry.trace_fields()
+        key = partitions.stream_key(stream)  # the instance's partition: its commands, timers
         new: list[NewEvent] = []
         for index, wf_event in enumerate(events):
             new_id = event_id(stream, cause, index)
@@ -302,7 +304,7 @@ class WorkflowProcessor(DecidingProcessor):
                 traceparent=parent,
                 tracestate=state,
             )
-            new.append(NewEvent(new_id, type_name, data, event_metadata))
+            new.append(NewEvent(new_id, type_name, data, event_metadata, partition_key=key))
         return new
 
     # -- instances ------------------------------------------------------------------------

@@ -54,6 +54,7 @@ from decider.processors.app.errors import AppDefinitionError
 from decider.processors.engine import telemetry
 from decider.processors.engine.base import Context, Outcome, Skip
 from decider.processors.engine.failures import call_user
+from decider.processors.group import partitions
 from decider.processors.workflows.cache import (
     DEFAULT_CACHE_SIZE,
     CachedInstance,
@@ -217,6 +218,7 @@ class StateStoredProcessor(DecidingProcessor):
         """The events of an input's decision that go to the outbox: all but the input."""
         codec = self.context.app.codec
         stream, cause = routed.stream, routed.message_id
+        key = partitions.stream_key(stream)  # the instance's partition: its commands, timers
         new: list[NewEvent] = []
         for index, wf_event in enumerate(events):
             if isinstance(wf_event, Received | InitiatedBy):
@@ -233,7 +235,8 @@ class StateStoredProcessor(DecidingProcessor):
                     workflow_version=began_version(self.workflow, wf_event),
                 )
             )
-            new.append(NewEvent(new_id, type_name, data, codec.encode_metadata(event_metadata)))
+            encoded = codec.encode_metadata(event_metadata)
+            new.append(NewEvent(new_id, type_name, data, encoded, partition_key=key))
         return new
 
     def _load(self, stream: str) -> CachedInstance:

@@ -51,6 +51,7 @@ from decider.stores.contract._extras import (
 from decider.stores.contract._leases import LeaseContract
 from decider.stores.contract._log import LogContract
 from decider.stores.contract._names import NameContract
+from decider.stores.contract._partitions import PartitionContract
 from decider.stores.contract._stateful import comparison_machine
 from decider.stores.contract._streams import StreamContract
 from decider.stores.contract._support import (
@@ -83,6 +84,7 @@ class EventStoreContract(
     ConcurrencyContract,
     NameContract,
     LeaseContract,
+    PartitionContract,
 ):
     """The shared store suite; a store passes it by a one-line subclass named ``Test...``.
 

@@ -142,14 +142,26 @@ class BatchRows:
         if guarded and first > 0:
             e = events[0]
             self._guarded.append(
-                (index, stream, stream, first - 1, e.id, e.type, e.data, e.metadata, now)
+                (
+                    index,
+                    stream,
+                    stream,
+                    first - 1,
+                    e.id,
+                    e.type,
+                    e.data,
+                    e.metadata,
+                    now,
+                    e.partition_key,
+                )
             )
             skip = 1
         else:
             skip = 0
         for k in range(skip, len(events)):
             e = events[k]
-            rows.append((index + k, stream, first + k, e.id, e.type, e.data, e.metadata, now))
+            key = e.partition_key
+            rows.append((index + k, stream, first + k, e.id, e.type, e.data, e.metadata, now, key))
         self._batch.index = index + len(events)
         revision, at = first + len(events) - 1, index + len(events) - 1
         return lambda: AppendResult(next_expected_revision=revision, position=self._position(at))
@@ -232,7 +244,7 @@ def append_one(  # noqa: PLR0917
     index = 0
     if len(events) == 1:
         [e] = events
-        values = (index, stream, first, e.id, e.type, e.data, e.metadata, now)
+        values = (index, stream, first, e.id, e.type, e.data, e.metadata, now, e.partition_key)
         written = connection.execute(sql.insert_one, values)
     else:
         written = connection.execute(
@@ -246,6 +258,7 @@ def append_one(  # noqa: PLR0917
                 [e.type for e in events],
                 [e.data for e in events],
                 [e.metadata for e in events],
+                [e.partition_key for e in events],
             ),
         )
     return lambda: AppendResult(next_expected_revision=revision, position=one_row(written)[0])
@@ -276,7 +289,8 @@ def append_if_plain(
     first = last + 1
     if len(events) == 1:
         [e] = events
-        values = (stream, first, e.id, e.type, e.data, e.metadata, now, stream, last)
+        key = e.partition_key
+        values = (stream, first, e.id, e.type, e.data, e.metadata, now, key, stream, last)
         rows = connection.execute(sql.append_one_if, values).fetchall()
     else:
         params = (
@@ -287,6 +301,7 @@ def append_if_plain(
             [e.type for e in events],
             [e.data for e in events],
             [e.metadata for e in events],
+            [e.partition_key for e in events],
             stream,
             last,
         )

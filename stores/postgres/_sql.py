@@ -22,7 +22,7 @@ from psycopg import sql as pgsql
 
 from decider.stores.postgres._leases import LeaseStatements
 from decider.stores.postgres._leases import table as lease_table
-from decider.stores.protocol import Filter, RecordedEvent
+from decider.stores.protocol import Filter, Partitions, RecordedEvent
 
 LOCK_CLASS = 0x6465_6369  # "deci": the first key of the store's advisory locks
 """The first key of the advisory lock that serialises creating or migrating a schema; the second
@@ -42,9 +42,9 @@ HORIZON = f"(pg_snapshot_xmin(pg_current_snapshot())::text::bigint << {INDEX_BIT
 """The first position a transaction still in flight may hold: every row below it is committed
 (or rolled back) for good, so a reader that reads only below it never skips a late commit."""
 
-COLUMNS = "position, stream, revision, event_id, type, data, metadata, recorded_at"
+COLUMNS = "position, stream, revision, event_id, type, data, metadata, recorded_at, partition_key"
 
-Row = tuple[int, str, int, uuid.UUID, str, bytes, bytes, datetime]
+Row = tuple[int, str, int, uuid.UUID, str, bytes, bytes, datetime, int | None]
 
 
 WAIT_CLASS = 0x6465_6378  # "decx": the first key of the locks write transactions hold
@@ -86,6 +86,7 @@ class Statements:
     store_found: str
     create: str
     migrate: str
+    add_partition_key: str
     last_revision: str
     last_revisions: str
     insert_one: str
@@ -133,6 +134,7 @@ CREATE TABLE IF NOT EXISTS {events} (
     data        bytea       NOT NULL,
     metadata    bytea       NOT NULL,
     recorded_at timestamptz NOT NULL,
+    partition_key bigint,  -- NewEvent.partition_key (0 .. 2**32 - 1); NULL: unknown
     UNIQUE (stream, revision)  -- the revision check's index, and a last line of defence
 );
 -- Finds a stream's stored ids for the idempotency check of ANY / EXISTS appends.
@@ -162,16 +164,29 @@ ALTER TABLE {events} ALTER COLUMN position DROP IDENTITY IF EXISTS;
 {lease_table(leases)}
 COMMIT;
 """
+        # A schema written before partition keys existed: add the column (no rewrite: a
+        # nullable column without a default; every old row's key is unknown, NULL).
+        add_partition_key = f"""
+BEGIN;
+SET LOCAL client_min_messages = warning;
+SELECT {lock};
+ALTER TABLE {events} ADD COLUMN IF NOT EXISTS partition_key bigint;
+COMMIT;
+"""
         return cls(
             schema=schema,
-            # (tables exist, the events table is of the old kind that needs migrate)
+            # (tables exist, the events table is of the old kind that needs migrate, it has
+            # no partition_key column yet)
             tables_exist=(
                 f"SELECT to_regclass({_literal(events)}) IS NOT NULL"
                 f" AND to_regclass({_literal(checkpoints)}) IS NOT NULL"
                 f" AND to_regclass({_literal(leases)}) IS NOT NULL,"
                 " EXISTS (SELECT FROM pg_attribute WHERE"
                 f" attrelid = to_regclass({_literal(events)}) AND attname = 'position'"
-                " AND attidentity <> '')"
+                " AND attidentity <> ''),"
+                " NOT EXISTS (SELECT FROM pg_attribute WHERE"
+                f" attrelid = to_regclass({_literal(events)}) AND attname = 'partition_key'"
+                " AND NOT attisdropped)"
             ),
             # (the schema exists, its events table exists); the schema's name is a parameter
             store_found=(
@@ -180,6 +195,7 @@ COMMIT;
             ),
             create=create,
             migrate=migrate,
+            add_partition_key=add_partition_key,
             last_revision=(
                 f"SELECT revision FROM {events} WHERE stream = %s ORDER BY revision DESC LIMIT 1"
             ),
@@ -193,8 +209,9 @@ COMMIT;
             # Each insert also takes the lock of its transaction's id (see wait_older).
             insert_one=(
                 f"WITH written AS (INSERT INTO {events}"
-                " (position, stream, revision, event_id, type, data, metadata, recorded_at)"
-                f" VALUES ({POSITION} + %s, %s, %s, %s, %s, %s, %s, %s) RETURNING position)"
+                " (position, stream, revision, event_id, type, data, metadata, recorded_at,"
+                " partition_key)"
+                f" VALUES ({POSITION} + %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING position)"
                 f" SELECT position, {_LOCK_OWN} FROM written"
             ),
             # The transaction's id (assigning it one) and the lock on it (see wait_older), for
@@ -206,17 +223,19 @@ COMMIT;
             # One row, binary parameters: its index in the transaction, then the row.
             insert_row=(
                 f"INSERT INTO {events}"
-                " (position, stream, revision, event_id, type, data, metadata, recorded_at)"
-                f" VALUES ({POSITION} + %b, %b, %b, %b, %b, %b, %b, %b)"
+                " (position, stream, revision, event_id, type, data, metadata, recorded_at,"
+                " partition_key)"
+                f" VALUES ({POSITION} + %b, %b, %b, %b, %b, %b, %b, %b, %b)"
             ),
             # One row after revision e of its stream, which must be stored: its revision is
             # drawn from e's row, NULL (refused) if there is none. Parameters: the index, the
             # stream, the stream and e again, then the row from its id on.
             insert_after=(
                 f"INSERT INTO {events}"
-                " (position, stream, revision, event_id, type, data, metadata, recorded_at)"
+                " (position, stream, revision, event_id, type, data, metadata, recorded_at,"
+                " partition_key)"
                 f" VALUES ({POSITION} + %b, %b, (SELECT p.revision + 1 FROM {events} AS p"
-                " WHERE p.stream = %b AND p.revision = %b), %b, %b, %b, %b, %b)"
+                " WHERE p.stream = %b AND p.revision = %b), %b, %b, %b, %b, %b, %b)"
             ),
             # Several rows go in as arrays (one statement, whatever the count) and get their
             # positions in the order given. Dumping the arrays costs more than a plain VALUES,
@@ -224,11 +243,13 @@ COMMIT;
             # Parameters: the first event's index in the transaction, stream, time, arrays.
             insert_many=(
                 f"WITH written AS (INSERT INTO {events}"
-                " (position, stream, revision, event_id, type, data, metadata, recorded_at)"
+                " (position, stream, revision, event_id, type, data, metadata, recorded_at,"
+                " partition_key)"
                 f" SELECT {POSITION} + %s + e.n - 1, %s, e.revision, e.event_id, e.type,"
-                " e.data, e.metadata, %s"
-                " FROM unnest(%s::bigint[], %s::uuid[], %s::text[], %s::bytea[], %s::bytea[])"
-                " WITH ORDINALITY AS e (revision, event_id, type, data, metadata, n)"
+                " e.data, e.metadata, %s, e.partition_key"
+                " FROM unnest(%s::bigint[], %s::uuid[], %s::text[], %s::bytea[], %s::bytea[],"
+                " %s::bigint[])"
+                " WITH ORDINALITY AS e (revision, event_id, type, data, metadata, partition_key, n)"
                 " RETURNING position)"
                 f" SELECT position, {_LOCK_OWN} FROM (SELECT max(position) AS position"
                 " FROM written) AS w"
@@ -242,8 +263,9 @@ COMMIT;
             # stream and the expected last revision.
             append_one_if=(
                 f"WITH written AS (INSERT INTO {events}"
-                " (position, stream, revision, event_id, type, data, metadata, recorded_at)"
-                f" SELECT {POSITION}, %s, %s, %s, %s, %s, %s, %s"
+                " (position, stream, revision, event_id, type, data, metadata, recorded_at,"
+                " partition_key)"
+                f" SELECT {POSITION}, %s, %s, %s, %s, %s, %s, %s, %s"
                 f" WHERE coalesce((SELECT revision FROM {events} WHERE stream = %s"
                 " ORDER BY revision DESC LIMIT 1), -1) = %s"
                 " RETURNING position)"
@@ -251,11 +273,13 @@ COMMIT;
             ),
             append_if=(
                 f"WITH written AS (INSERT INTO {events}"
-                " (position, stream, revision, event_id, type, data, metadata, recorded_at)"
+                " (position, stream, revision, event_id, type, data, metadata, recorded_at,"
+                " partition_key)"
                 f" SELECT {POSITION} + e.n - 1, %s, e.revision, e.event_id, e.type,"
-                " e.data, e.metadata, %s"
-                " FROM unnest(%s::bigint[], %s::uuid[], %s::text[], %s::bytea[], %s::bytea[])"
-                " WITH ORDINALITY AS e (revision, event_id, type, data, metadata, n)"
+                " e.data, e.metadata, %s, e.partition_key"
+                " FROM unnest(%s::bigint[], %s::uuid[], %s::text[], %s::bytea[], %s::bytea[],"
+                " %s::bigint[])"
+                " WITH ORDINALITY AS e (revision, event_id, type, data, metadata, partition_key, n)"
                 f" WHERE coalesce((SELECT revision FROM {events} WHERE stream = %s"
                 " ORDER BY revision DESC LIMIT 1), -1) = %s"
                 " RETURNING position)"
@@ -336,6 +360,8 @@ def read_all_sql(schema: str, filter: Filter) -> tuple[str, tuple[object, ...]]:
         if filter.event_type_prefixes:
             options.append(_prefixes("type", filter.event_type_prefixes, params))
         clauses.append("(" + " OR ".join(options) + ")")
+    if filter.partitions is not None:
+        clauses.append(_partitions(filter.partitions))
     where = " AND ".join(clauses)
     table = pgsql.Identifier(schema).as_string(None) + ".events"
     statement = f"SELECT {COLUMNS} FROM {table} WHERE {where} ORDER BY position LIMIT %s"
@@ -351,9 +377,23 @@ def _prefixes(column: str, prefixes: tuple[str, ...], params: list[object]) -> s
     return "(" + " OR ".join(f"starts_with({column}, %s)" for _ in prefixes) + ")"
 
 
+def _partitions(partitions: Partitions) -> str:
+    """The clause that passes the rows of ``partitions`` (and of unknown partition if
+    ``partitions.unknown``). The
+    numbers are ints checked by :class:`Partitions`, so they are written into the statement
+    (one statement per holding, cached). The read walks the primary key from its position
+    and drops the other partitions' rows in the server, never sent or decoded."""
+    if not partitions.held:
+        return "partition_key IS NULL" if partitions.unknown else "FALSE"
+    held = ", ".join(str(n) for n in sorted(partitions.held))
+    if not partitions.unknown:
+        return f"partition_key %% {partitions.count} IN ({held})"
+    return f"(partition_key IS NULL OR partition_key %% {partitions.count} IN ({held}))"
+
+
 def decode(row: Row) -> RecordedEvent:
     """A stored row as a :class:`RecordedEvent` (``recorded_at`` in UTC)."""
-    position, stream, revision, event_id, event_type, data, metadata, recorded_at = row
+    position, stream, revision, event_id, event_type, data, metadata, recorded_at, key = row
     return RecordedEvent(
         id=event_id,
         type=event_type,
@@ -363,4 +403,5 @@ def decode(row: Row) -> RecordedEvent:
         revision=revision,
         position=position,
         recorded_at=recorded_at.astimezone(UTC),
+        partition_key=key,
     )

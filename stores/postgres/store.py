@@ -164,6 +164,10 @@ class PostgresEventStore:
     not exist (a mistyped ``schema`` is then noticed, not answered with an empty store).
     """
 
+    keeps_partition_keys: ClassVar[bool] = True
+    """Each event's partition key is kept and filtered by
+    (:class:`~decider.stores.protocol.KeyedStore`)."""
+
     name_rules: ClassVar[NameRules] = POSTGRES
     """The names this store holds (:mod:`decider.stores.names`); others raise
     :class:`~decider.stores.errors.InvalidName` before anything is written or read."""
@@ -200,11 +204,13 @@ class PostgresEventStore:
         self._listener_lock = threading.Lock()
         try:
             with self._using() as connection:
-                exists, old = one_row(connection.execute(self._sql.tables_exist))
+                exists, old, keyless = one_row(connection.execute(self._sql.tables_exist))
                 if not exists and not create:
                     self._check_found(connection)
-                script = self._sql.migrate if old else None if exists else self._sql.create
-                if script is not None:
+                scripts = [self._sql.migrate] if old else [] if exists else [self._sql.create]
+                if keyless:  # (a new schema's create has it: the script adds nothing then)
+                    scripts.append(self._sql.add_partition_key)
+                for script in scripts:
                     try:  # the script begins and commits its own transaction
                         connection.execute(script)
                     except BaseException:

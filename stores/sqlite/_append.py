@@ -27,7 +27,7 @@ IDS_PER_QUERY = 500
 """Event ids looked up in one statement (SQLite caps a statement's parameters)."""
 
 ROWS_PER_INSERT = 500
-"""Events written by one statement (7 parameters each: SQLite caps a statement's parameters)."""
+"""Events written by one statement (8 parameters each: SQLite caps a statement's parameters)."""
 
 
 def append_one(
@@ -73,7 +73,16 @@ def _insert(
     Raises ``sqlite3.IntegrityError`` (nothing written) when revision ``first`` is taken.
     """
     rows = [
-        (stream, first + i, e.id.int.to_bytes(16, "big"), e.type, e.data, e.metadata, now)
+        (
+            stream,
+            first + i,
+            e.id.int.to_bytes(16, "big"),
+            e.type,
+            e.data,
+            e.metadata,
+            now,
+            e.partition_key,
+        )
         for i, e in enumerate(events)
     ]
     if guarded and first > 0:
@@ -91,7 +100,7 @@ def _insert(
 @functools.lru_cache(maxsize=64)
 def _insert_sql(count: int) -> str:
     """The insert of ``count`` rows in one statement."""
-    return sql.INSERT + ", (?, ?, ?, ?, ?, ?, ?)" * (count - 1)
+    return sql.INSERT + ", (?, ?, ?, ?, ?, ?, ?, ?)" * (count - 1)
 
 
 def _plan(

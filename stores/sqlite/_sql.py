@@ -6,7 +6,7 @@ import functools
 import uuid
 from datetime import datetime
 
-from decider.stores.protocol import Filter, RecordedEvent
+from decider.stores.protocol import Filter, Partitions, RecordedEvent
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
@@ -19,6 +19,7 @@ CREATE TABLE IF NOT EXISTS events (
     data        BLOB    NOT NULL,
     metadata    BLOB    NOT NULL,
     recorded_at TEXT    NOT NULL,   -- ISO 8601, always UTC (+00:00)
+    partition_key INTEGER,          -- NewEvent.partition_key; NULL: unknown (see MIGRATE)
     UNIQUE (stream, revision)       -- the revision check's index, and a last line of defence
 );
 -- Finds a stream's stored ids for the idempotency check of ANY / EXISTS appends. Event ids
@@ -35,18 +36,25 @@ CREATE TABLE IF NOT EXISTS checkpoints (
 ) WITHOUT ROWID;
 """
 
-COLUMNS = "position, stream, revision, event_id, type, data, metadata, recorded_at"
+COLUMNS = "position, stream, revision, event_id, type, data, metadata, recorded_at, partition_key"
+
+HAS_PARTITION_KEY = "SELECT 1 FROM pragma_table_info('events') WHERE name = 'partition_key'"
+MIGRATE = "ALTER TABLE events ADD COLUMN partition_key INTEGER"
+"""A file written before partition keys existed gets the column, every old row's NULL (an
+unknown partition, which every partitioned reader reads and routes itself)."""
 
 LAST_REVISION = "SELECT revision FROM events WHERE stream = ? ORDER BY revision DESC LIMIT 1"
 INSERT = (
-    "INSERT INTO events (stream, revision, event_id, type, data, metadata, recorded_at)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?)"
+    "INSERT INTO events"
+    " (stream, revision, event_id, type, data, metadata, recorded_at, partition_key)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
 # One row, only if the stream holds the revision before it (parameters: the row, the stream
 # and that revision).
 INSERT_AFTER = (
-    "INSERT INTO events (stream, revision, event_id, type, data, metadata, recorded_at)"
-    " SELECT ?, ?, ?, ?, ?, ?, ? WHERE EXISTS"
+    "INSERT INTO events"
+    " (stream, revision, event_id, type, data, metadata, recorded_at, partition_key)"
+    " SELECT ?, ?, ?, ?, ?, ?, ?, ? WHERE EXISTS"
     " (SELECT 1 FROM events WHERE stream = ? AND revision = ?)"
 )
 RANGE = (
@@ -58,7 +66,8 @@ READ_STREAM = (
 )
 HEAD = "SELECT max(position) FROM events"
 WRITTEN_AFTER = (
-    "SELECT position, stream, type FROM events WHERE position > ? ORDER BY position LIMIT ?"
+    "SELECT position, stream, type, partition_key FROM events WHERE position > ?"
+    " ORDER BY position LIMIT ?"
 )
 LOAD_CHECKPOINT = "SELECT position FROM checkpoints WHERE name = ?"
 SAVE_CHECKPOINT = (
@@ -66,7 +75,7 @@ SAVE_CHECKPOINT = (
     " ON CONFLICT (name) DO UPDATE SET position = excluded.position"
 )
 
-Row = tuple[int, str, int, bytes, str, bytes, bytes, str]
+Row = tuple[int, str, int, bytes, str, bytes, bytes, str, int | None]
 
 
 @functools.lru_cache(maxsize=512)
@@ -107,6 +116,8 @@ def read_all_sql(filter: Filter) -> tuple[str, tuple[object, ...]]:
         if filter.event_type_prefixes:
             options.append(_prefixes("type", filter.event_type_prefixes, params))
         clauses.append("(" + " OR ".join(options) + ")")
+    if filter.partitions is not None:
+        clauses.append(_partitions(filter.partitions))
     where = " AND ".join(clauses)
     return f"SELECT {COLUMNS} FROM events WHERE {where} ORDER BY position LIMIT ?", tuple(params)
 
@@ -141,9 +152,23 @@ def uuid_from_bytes(raw: bytes) -> uuid.UUID:
     return made
 
 
+def _partitions(partitions: Partitions) -> str:
+    """The clause that passes the rows of ``partitions`` (and of unknown partition if
+    ``partitions.unknown``). The
+    numbers are ints checked by :class:`Partitions`, so they are written into the statement
+    (one statement per holding, cached). No index serves it: the read walks the rowid from its
+    position and the clause drops the other partitions' rows inside SQLite, never decoded."""
+    if not partitions.held:
+        return "partition_key IS NULL" if partitions.unknown else "0"
+    held = ", ".join(str(n) for n in sorted(partitions.held))
+    if not partitions.unknown:
+        return f"partition_key % {partitions.count} IN ({held})"
+    return f"(partition_key IS NULL OR partition_key % {partitions.count} IN ({held}))"
+
+
 def decode(row: Row) -> RecordedEvent:
     """A stored row as a :class:`RecordedEvent`."""
-    position, stream, revision, event_id, event_type, data, metadata, recorded_at = row
+    position, stream, revision, event_id, event_type, data, metadata, recorded_at, key = row
     return RecordedEvent(
         id=uuid_from_bytes(event_id),
         type=event_type,
@@ -153,4 +178,5 @@ def decode(row: Row) -> RecordedEvent:
         revision=revision,
         position=position,
         recorded_at=datetime.fromisoformat(recorded_at),
+        partition_key=key,
     )

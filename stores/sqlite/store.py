@@ -94,6 +94,10 @@ class SqliteEventStore:
     ``":memory:"`` holds the log in this process only, behind one shared connection.
     """
 
+    keeps_partition_keys: ClassVar[bool] = True
+    """Each event's partition key is kept and filtered by
+    (:class:`~decider.stores.protocol.KeyedStore`)."""
+
     name_rules: ClassVar[NameRules] = DEFAULT
     """The names this store holds (:mod:`decider.stores.names`); others raise
     :class:`~decider.stores.errors.InvalidName` before anything is written or read."""
@@ -140,6 +144,7 @@ class SqliteEventStore:
             if not self._in_memory:
                 connection.execute("PRAGMA journal_mode=WAL")
             connection.executescript(sql.SCHEMA)
+            _add_partition_keys(connection)
             connection.executescript(snapshots.SCHEMA)
             connection.executescript(states.SCHEMA)
         except sqlite3.Error as exc:
@@ -483,6 +488,21 @@ class SqliteEventStore:
             connection.close()
             raise
         return connection
+
+
+def _add_partition_keys(connection: sqlite3.Connection) -> None:
+    """Give a file written before partition keys existed its column (:data:`sql.MIGRATE`),
+    under the write lock: another process may be opening it at the same moment."""
+    if connection.execute(sql.HAS_PARTITION_KEY).fetchone() is not None:
+        return
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        if connection.execute(sql.HAS_PARTITION_KEY).fetchone() is None:
+            connection.execute(sql.MIGRATE)
+        connection.execute("COMMIT")
+    except BaseException:
+        connection.execute("ROLLBACK")
+        raise
 
 
 # SQLite's primary result codes (the low byte of an extended one) by what they mean for a caller.

@@ -21,12 +21,14 @@ def _interrupting(message: Added, metadata: Metadata) -> str:
 
 dying = App("svc-dying")
 dying.workflow(tally, inputs={Added: _interrupting})
+publisher = App("svc-dying")  # the same app as publishers see it: App.publish routes the input
+publisher.workflow(tally, inputs={Added: lambda message, _: message.tally_id})
 
 
 def test_run_exits_with_status_1_and_one_line_when_a_processor_dies(tmp_path: Path) -> None:
     path = tmp_path / "events.db"
     store = SqliteEventStore(str(path))
-    dying.publish(store, Added(tally_id="t", amount=1), "inputs")
+    publisher.publish(store, Added(tally_id="t", amount=1), "inputs")
     store.close()
     result = subprocess.run(
         [

@@ -18,6 +18,8 @@ from decider.stores import (
     NO_STREAM,
     AppendResult,
     CaughtUp,
+    Filter,
+    Partitions,
     RecordedEvent,
     StoreError,
     StoreUnavailable,
@@ -272,6 +274,10 @@ INSERT INTO {s}.checkpoints VALUES ('proc', 2);
             result = store.append("old", new_events(1), 2)
             assert result.next_expected_revision == 3 and result.position > 3
             assert store.read_all(after_position=2) == [*old[2:], *store.read_stream("old", 3)]
+            # Their partition keys are unknown: a read of any partitions gets them.
+            assert [e.partition_key for e in old] == [None] * 3
+            none = Filter(partitions=Partitions(count=2, held=frozenset()))
+            assert store.read_all(filter=none)[:3] == old
         finally:
             store.close()
         reopened = PostgresEventStore(PG_URI, schema=schema)  # a migrated schema opens as is
@@ -386,7 +392,17 @@ def test_an_append_that_loses_its_revision_race_takes_the_full_path(
         raw.execute("BEGIN")
         raw.execute(
             store._sql.insert_one,
-            (0, "race", 0, theirs.id, theirs.type, theirs.data, theirs.metadata, datetime.now(UTC)),
+            (
+                0,
+                "race",
+                0,
+                theirs.id,
+                theirs.type,
+                theirs.data,
+                theirs.metadata,
+                datetime.now(UTC),
+                None,
+            ),
         )
 
         def append() -> None:
@@ -480,7 +496,17 @@ def test_a_batch_that_loses_its_revision_race_is_run_again_reading_first(
         raw.execute("BEGIN")
         raw.execute(
             store._sql.insert_one,
-            (0, "race", 0, theirs.id, theirs.type, theirs.data, theirs.metadata, datetime.now(UTC)),
+            (
+                0,
+                "race",
+                0,
+                theirs.id,
+                theirs.type,
+                theirs.data,
+                theirs.metadata,
+                datetime.now(UTC),
+                None,
+            ),
         )
 
         def append() -> None:

@@ -6,7 +6,9 @@ a plan chosen while the table was tiny can be a full scan that is still used at 
 (an end-to-end run showed 725 such scans on a 32k-row table: the old ``find_many`` join). So
 each statement is explained with generic and custom plans, right after the schema is created
 and again on 1M events (built with ``generate_series``, indexes rebuilt after the load, then
-``ANALYZE``), and no plan may scan the events table sequentially.
+``ANALYZE``), and no plan may scan the events table sequentially. A partitioned read walks the
+primary key from its position like any other filter (no index serves ``partition_key %
+P IN (...)``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import psycopg
 import pytest
 from psycopg import ClientCursor, sql
 
-from decider.stores import ANY, Filter
+from decider.stores import ANY, Filter, Partitions
 from decider.stores.contract import new_events
 from decider.stores.postgres import PostgresEventStore
 from decider.stores.postgres._sql import read_all_sql
@@ -33,6 +35,8 @@ pytestmark = pytest.mark.slow
 EVENTS = 1_000_000
 STREAMS = 20_000
 Case = tuple[str, tuple[object, ...]]
+
+_QUARTER = Partitions(count=16, held=frozenset({0, 5, 10, 15}))
 
 # The processors' filters (workflow inputs, commands, timers, the parked ledger) and none.
 FILTERS = {
@@ -45,6 +49,11 @@ FILTERS = {
     ),
     "timers": Filter(stream_prefixes=("wf-",), event_type_prefixes=("Scheduled:",)),
     "parked": Filter(stream_prefixes=("$parked-app",), event_types=("Parked",)),
+    # A process of a group of four reads only its partitions' work (and events of no key).
+    "inputs of 4 of 16 partitions": Filter(event_types=("Input",), partitions=_QUARTER),
+    "timers of 4 of 16 partitions": Filter(
+        stream_prefixes=("wf-",), event_type_prefixes=("Scheduled:",), partitions=_QUARTER
+    ),
 }
 
 
@@ -62,16 +71,27 @@ def _cases(store: PostgresEventStore, head: int) -> dict[str, Case]:
         "read_stream_page": (s.read_stream, ("wf-7", 10, 100)),
         "append_one_if": (
             s.append_one_if,
-            ("wf-7", 4, ids[0], "Input", b"{}", b"", now, "wf-7", 3),
+            ("wf-7", 4, ids[0], "Input", b"{}", b"", now, None, "wf-7", 3),
         ),
         "append_if": (
             s.append_if,
-            ("wf-7", now, [4, 5], ids[:2], ["Input"] * 2, [b"{}"] * 2, [b""] * 2, "wf-7", 3),
+            (
+                "wf-7",
+                now,
+                [4, 5],
+                ids[:2],
+                ["Input"] * 2,
+                [b"{}"] * 2,
+                [b""] * 2,
+                [None, 7],
+                "wf-7",
+                3,
+            ),
         ),
         # Binary parameters (%b) are explained as text ones.
         "insert_after": (
             s.insert_after.replace("%b", "%s"),
-            (0, "wf-7", "wf-7", 3, ids[0], "Input", b"{}", b"", now),
+            (0, "wf-7", "wf-7", 3, ids[0], "Input", b"{}", b"", now, 7),
         ),
         "head": (s.head, ()),
         "held_back": (s.held_back, ()),
@@ -100,7 +120,7 @@ def _plans(connection: psycopg.Connection[Any], case: Case) -> Iterator[tuple[st
     [(plan,)] = connection.execute("EXPLAIN (FORMAT JSON) " + literal(statement, params))
     yield "custom", plan[0]["Plan"]
     numbers = itertools.count(1)
-    prepared = re.sub("%s", lambda _: f"${next(numbers)}", statement)
+    prepared = re.sub("%s", lambda _: f"${next(numbers)}", statement).replace("%%", "%")
     connection.execute("SET plan_cache_mode = force_generic_plan")
     connection.execute("PREPARE hot AS " + prepared)
     arguments = f"({literal(', '.join(['%s'] * len(params)), params)})" if params else ""
@@ -152,11 +172,13 @@ def _load(store: PostgresEventStore, count: int) -> None:
                 connection.execute(f"DROP INDEX {store.schema}.{index[1]}")
             connection.execute(
                 f"INSERT INTO {events}"
-                " (position, stream, revision, event_id, type, data, metadata, recorded_at)"
+                " (position, stream, revision, event_id, type, data, metadata, recorded_at,"
+                " partition_key)"
                 " SELECT n, 'wf-' || (n %% %s), n / %s, gen_random_uuid(),"
                 " (ARRAY['Input', 'Sent:Pay', 'Scheduled:Due', 'Decided', 'Published:Out'])"
-                "[1 + n %% 5], '\\x7b7d', '', now() FROM generate_series(1, %s) AS n",
-                (STREAMS, STREAMS, count),
+                "[1 + n %% 5], '\\x7b7d', '', now(), nullif(n %% %s, 0)"
+                " FROM generate_series(1, %s) AS n",
+                (STREAMS, STREAMS, STREAMS, count),
             )
             for name, definition in constraints:
                 connection.execute(f"ALTER TABLE {events} ADD CONSTRAINT {name} {definition}")

@@ -8,9 +8,18 @@ import threading
 from datetime import timedelta
 from pathlib import Path
 
+import attrs
 import pytest
 
-from decider.stores import ANY, NO_STREAM, StoreError, StoreUnavailable, StreamAppend
+from decider.stores import (
+    ANY,
+    NO_STREAM,
+    Filter,
+    Partitions,
+    StoreError,
+    StoreUnavailable,
+    StreamAppend,
+)
 from decider.stores.contract import EventStoreContract, new_events
 from decider.stores.sqlite import SqliteEventStore
 
@@ -227,3 +236,36 @@ def test_an_append_of_more_events_than_one_insert_holds(tmp_path: Path) -> None:
         assert store.append("a", events, 0) == result  # idempotent
     finally:
         store.close()
+
+
+def test_a_file_without_partition_keys_gets_the_column_on_open(tmp_path: Path) -> None:
+    """A file written before partition keys existed: opening adds the column; its old events'
+    keys are unknown, so a read of any partitions gets them, and new events keep theirs."""
+    path = tmp_path / "old.db"
+    raw = sqlite3.connect(path)
+    raw.executescript(
+        """
+CREATE TABLE events (
+    position INTEGER PRIMARY KEY AUTOINCREMENT, stream TEXT NOT NULL, revision INTEGER NOT NULL,
+    event_id BLOB NOT NULL, type TEXT NOT NULL, data BLOB NOT NULL, metadata BLOB NOT NULL,
+    recorded_at TEXT NOT NULL, UNIQUE (stream, revision)
+);
+INSERT INTO events (stream, revision, event_id, type, data, metadata, recorded_at)
+VALUES ('old', 0, randomblob(16), 'Old', '{}', '', '2026-01-01T00:00:00+00:00');
+"""
+    )
+    raw.close()
+    store = SqliteEventStore(path)
+    try:
+        [keyed] = [attrs.evolve(e, partition_key=6) for e in new_events(1)]
+        store.append("new", [keyed], NO_STREAM)
+        odd = Filter(partitions=Partitions(count=2, held=frozenset({1})))
+        assert [(e.stream, e.partition_key) for e in store.read_all(filter=odd)] == [("old", None)]
+        even = Filter(partitions=Partitions(count=2, held=frozenset({0})))
+        assert [(e.stream, e.partition_key) for e in store.read_all(filter=even)] == [
+            ("old", None),
+            ("new", 6),
+        ]
+    finally:
+        store.close()
+    SqliteEventStore(path).close()  # a migrated file opens as is
