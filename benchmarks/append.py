@@ -47,7 +47,7 @@ def sample_events(count: int) -> list[NewEvent]:
 def _rows(events: list[NewEvent]) -> list[Row]:
     now = datetime.now(UTC).isoformat()
     return [
-        (STREAM, revision, e.id.bytes, e.type, e.data, e.metadata, now)
+        (STREAM, revision, e.id.bytes, e.type, e.data, e.metadata, now, e.partition_key)
         for revision, e in enumerate(events)
     ]
 
