@@ -25,7 +25,7 @@ from decider.stores.sqlite._sql import INSERT, SCHEMA
 from samples.traffic_fine.messages import GenerateTrafficFineSystemNumber
 
 STREAM = "IssueTrafficFineForSpeedingViolation-wf_bench"
-Row = tuple[str, int, bytes, str, bytes, bytes, str]
+Row = tuple[str, int, bytes, str, bytes, bytes, str, int | None]
 
 
 def sample_events(count: int) -> list[NewEvent]:
