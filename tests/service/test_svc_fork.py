@@ -7,51 +7,19 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from decider import Lifecycle
 from decider.processors import FakeClock, Service, show
 from decider.stores.protocol import EventStore
-from decider.stores.uri import open_store
 from tests.support.fork_app import CALLS, Order, Poke, make_app
-from tests.support.postgres import PG_URI, fresh_schema
 from tests.support.service import ROOT, decider_command, service_env
 from tests.support.stores import events, instance_streams, types
 
 WAIT = 30.0
 FIXED = "tests.support.fork_app:fixed_app"
 APP = "repair"  # the name of both apps in tests.support.fork_app
-
-
-@pytest.fixture(params=["sqlite", "postgres", "esdb"])
-def uri(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A store another process can open: an SQLite file, a fresh PostgreSQL schema, or an
-    EventStoreDB test server of this process."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'events.db'}"
-    elif request.param == "postgres":
-        with fresh_schema() as schema:
-            yield f"{PG_URI}?schema={schema}"
-    else:
-        from decider.stores.esdb.testserver import EsdbTestServer
-
-        server = EsdbTestServer().start()
-        try:
-            yield server.uri
-        finally:
-            server.stop()
-
-
-@pytest.fixture
-def store(uri: str) -> Iterator[EventStore]:
-    opened = open_store(uri)
-    try:
-        yield opened
-    finally:
-        opened.close()
 
 
 def env() -> dict[str, str]:

@@ -1,0 +1,40 @@
+"""Fixtures of the service tests: a store that another process can open, on each kind."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from decider.stores.protocol import EventStore
+from decider.stores.uri import open_store
+from tests.support.postgres import PG_URI, fresh_schema
+
+
+@pytest.fixture(params=["sqlite", "postgres", "esdb"])
+def uri(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A store another process can open: an SQLite file, a fresh PostgreSQL schema, or an
+    EventStoreDB test server of this process."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'events.db'}"
+    elif request.param == "postgres":
+        with fresh_schema() as schema:
+            yield f"{PG_URI}?schema={schema}"
+    else:
+        from decider.stores.esdb.testserver import EsdbTestServer
+
+        server = EsdbTestServer().start()
+        try:
+            yield server.uri
+        finally:
+            server.stop()
+
+
+@pytest.fixture
+def store(uri: str) -> Iterator[EventStore]:
+    opened = open_store(uri)
+    try:
+        yield opened
+    finally:
+        opened.close()
