@@ -120,9 +120,12 @@ def _refresh_form(chrome: Chrome) -> str:
     )
 
 
-def message_page(chrome: Chrome, title: str, text: str, back: str, css: str = "notice") -> str:
-    """A page that says one thing (an error, an action's outcome) with a way back."""
-    body = f'<p class="{css}">{esc(text)}</p><p><a href="{esc(back)}">Back</a></p>'
+def message_page(
+    chrome: Chrome, title: str, text: str, back: str, css: str = "notice", *, label: str = "Back"
+) -> str:
+    """A page that says one thing (an error, an action's outcome) with a way on: back, or
+    where ``label`` says ``back`` leads."""
+    body = f'<p class="{css}">{esc(text)}</p><p><a href="{esc(back)}">{esc(label)}</a></p>'
     return layout(chrome, title, body)
 
 

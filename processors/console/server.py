@@ -480,7 +480,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             "a running service carries on in the new generation."
         )
         forked = pages.href("/instance", stream=plan.generation).replace("&amp;", "&")
-        return pages.message_page(self.chrome, "Forked", text, forked)
+        return pages.message_page(
+            self.chrome, "Forked", text, forked, label=f"Open {plan.generation}"
+        )
 
     def _form(self) -> dict[str, str]:
         try:

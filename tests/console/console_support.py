@@ -119,9 +119,11 @@ class ConsoleProcess:
 
 
 @contextmanager
-def console_process(store_uri: str, *extra: str, timeout: float = 60) -> Iterator[ConsoleProcess]:
-    """``decider console`` for ``console_app:app`` on ``store_uri`` on a free port, stopped (by
-    its pid) afterwards, failure or not."""
+def console_process(
+    store_uri: str, *extra: str, app: str = "tests.support.console_app:app", timeout: float = 60
+) -> Iterator[ConsoleProcess]:
+    """``decider console`` for ``app`` (``console_app:app`` unless given) on ``store_uri`` on a
+    free port, stopped (by its pid) afterwards, failure or not."""
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT)
     command = [
@@ -130,7 +132,7 @@ def console_process(store_uri: str, *extra: str, timeout: float = 60) -> Iterato
         "decider.processors.cli",
         "console",
         "--app",
-        "tests.support.console_app:app",
+        app,
         "--store",
         store_uri,
         "--port",

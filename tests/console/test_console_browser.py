@@ -2,8 +2,9 @@
 
 The store holds completed, running, parked and failed instances and a skipped input; the
 console runs as a ``decider console`` process and a service runs beside it in this process, so
-a retry clicked in the browser is carried out for real. No skip: without chromium and chromedriver
-this test fails (``make test`` installs them).
+a retry clicked in the browser is carried out for real. A second store holds an instance that
+a bug in ``decide`` failed, repaired by a fork clicked in a console that runs the fixed code.
+No skip: without chromium and chromedriver this test fails (``make test`` installs them).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.wait import WebDriverWait
 
 from decider import Lifecycle
-from decider.processors import Service
+from decider.processors import FakeClock, Service
 from decider.stores.sqlite import SqliteEventStore
 from tests.console.console_support import (
     XSS,
@@ -33,7 +34,8 @@ from tests.console.console_support import (
     status_of,
     stream,
 )
-from tests.support import console_app
+from tests.support import console_app, fork_app
+from tests.support.stores import types
 
 SCREENSHOTS = "DECIDER_SCREENSHOTS"
 """A folder to save the pages' screenshots into, for a person to look at (optional)."""
@@ -72,6 +74,29 @@ def world(tmp_path: Path) -> Iterator[tuple[SqliteEventStore, Service, ConsolePr
         console_process(f"sqlite:///{db}", "--allow-actions") as console,
     ):
         yield store, service, console
+
+
+@pytest.fixture
+def repair(tmp_path: Path) -> Iterator[tuple[SqliteEventStore, Service, ConsoleProcess]]:
+    """A store where the buggy code failed ``Repair-c1`` once it was charged, the fixed code's
+    service running on it, and a console of the fixed code with actions allowed."""
+    db = tmp_path / "repair.db"
+    store = SqliteEventStore(db)
+    try:
+        buggy = fork_app.make_app("repair", repaired=False)
+        with Service(buggy, store, clock=FakeClock()) as service:
+            buggy.publish(store, fork_app.Order(order_id="c1", amount=5), "repair-inputs")
+            assert service.wait_until(lambda: types(store, "Repair-c1")[-1:] == ["Failed"], 30)
+            assert service.wait_idle(30)
+        with (
+            Service(fork_app.fixed_app, store, clock=FakeClock()) as service,
+            console_process(
+                f"sqlite:///{db}", "--allow-actions", app="tests.support.fork_app:fixed_app"
+            ) as console,
+        ):
+            yield store, service, console
+    finally:
+        store.close()
 
 
 def _wait(browser: WebDriver, css: str) -> None:
@@ -260,3 +285,78 @@ def test_a_person_finds_a_failed_instance_sets_a_refresh_and_cancels_one(
     _wait(browser, "p.ended.cancelled")
     assert browser.find_element(By.CSS_SELECTOR, "p.ended").text == "Cancelled: the driver paid"
     _screenshot(browser, "instance-cancelled")
+
+
+def test_a_person_repairs_a_failed_instance_by_forking_it_from_the_suggested_input(
+    browser: WebDriver, repair: tuple[SqliteEventStore, Service, ConsoleProcess]
+) -> None:
+    store, service, console = repair
+    charges = fork_app.CALLS["repair", "charge"]
+    browser.get(f"{console.url}?token={console.token}")
+    _wait(browser, "table.instances")
+    browser.find_element(By.LINK_TEXT, "Repair-c1").click()
+    _wait(browser, "p.ended.failed")
+    assert browser.find_element(By.CSS_SELECTOR, "p.ended").text.startswith("Failed: the bug")
+    # Each input offers a fork; the one where the fixed code first decides otherwise stands out.
+    buttons = browser.find_elements(By.CSS_SELECTOR, ".timeline a.fork")
+    assert [b.text for b in buttons] == ["Fork from here", "Fork from here"]
+    suggested = browser.find_element(By.CSS_SELECTOR, ".timeline a.fork.suggested")
+    plain = next(b for b in buttons if b != suggested)
+    color = "background-color"
+    assert suggested.value_of_css_property(color) != plain.value_of_css_property(color)
+    line = suggested.find_element(By.XPATH, "./ancestor::summary")
+    assert line.find_element(By.CSS_SELECTOR, ".rev").text == "#4"
+    assert line.find_element(By.CSS_SELECTOR, ".type").text == "Received:repair.Charged"
+    hint = browser.find_element(By.XPATH, "//ol[@class='timeline']/preceding-sibling::p").text
+    assert "first decides otherwise at input #4" in hint
+    _screenshot(browser, "instance-fork-suggested")
+
+    # The confirmation previews the new generation: the charge reused, the shipping anew.
+    suggested.click()
+    _wait(browser, "form.confirm")
+    preview = browser.find_element(By.CSS_SELECTOR, "section.preview")
+    assert "Repair-c1 forks to Repair-c1~g2 at revision 4 (of 5)" in preview.text
+    effects = {
+        cells[1].text: cells[2].text
+        for cells in (
+            row.find_elements(By.TAG_NAME, "td")
+            for row in preview.find_elements(By.CSS_SELECTOR, "tbody tr")
+        )
+    }
+    assert effects["Sent:repair.Charge"] == "reuses #2"
+    assert effects["Sent:repair.Ship"] == "carried out anew"
+    assert (
+        "Fork the instance Repair-c1" in browser.find_element(By.CSS_SELECTOR, ".confirm-text").text
+    )
+    assert types(store, "Repair-c1")[-1] == "Failed"  # the preview wrote nothing
+    browser.find_element(By.CSS_SELECTOR, "input[name=reason]").send_keys("ship charged orders")
+    _screenshot(browser, "confirm-fork")
+    browser.find_element(By.ID, "confirm").click()
+    _wait(browser, "p.notice")
+    notice = browser.find_element(By.CSS_SELECTOR, "p.notice").text
+    assert notice.startswith("Repair-c1 forked to Repair-c1~g2 at revision 4"), notice
+
+    # The new generation ships the order with the fixed code, its charge not made again.
+    browser.find_element(By.LINK_TEXT, "Open Repair-c1~g2").click()
+    _wait(browser, ".summary")
+    assert browser.current_url == f"{console.url}instance?stream=Repair-c1~g2"
+    shipped = "Received:repair.Shipped"
+    assert service.wait_until(lambda: shipped in types(store, "Repair-c1~g2"), 30)
+    assert fork_app.CALLS["repair", "charge"] == charges
+    browser.refresh()
+    _wait(browser, ".timeline")
+    lines = [e.text for e in browser.find_elements(By.CSS_SELECTOR, ".timeline .event .type")]
+    assert "Sent:repair.Ship" in lines and shipped in lines
+    assert browser.find_elements(By.CSS_SELECTOR, ".timeline a.fork.suggested") == []
+    _screenshot(browser, "instance-forked-generation")
+
+    # The old generation names its fork, links to it, and offers no fork any more.
+    browser.get(f"{console.url}instance?stream=Repair-c1")
+    _wait(browser, "p.ended.forked")
+    assert browser.find_element(By.CSS_SELECTOR, "p.ended.forked").text.startswith(
+        "Forked to Repair-c1~g2"
+    )
+    assert browser.find_elements(By.CSS_SELECTOR, ".timeline a.fork") == []
+    browser.find_element(By.CSS_SELECTOR, "p.ended.forked a").click()
+    _wait(browser, ".timeline")
+    assert browser.current_url == f"{console.url}instance?stream=Repair-c1~g2"

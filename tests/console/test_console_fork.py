@@ -88,7 +88,7 @@ def test_fork_from_an_input_previews_then_forks(acting: Running, store: SqliteEv
 
     code, _, done = acting.request("/actions/fork", {**form, "token": TOKEN})
     assert code == 200 and f"{STREAM} forked to {STREAM}~g2 at revision 4" in done, done
-    assert f'href="/instance?stream={STREAM}~g2"' in done
+    assert f'href="/instance?stream={STREAM}~g2">Open {STREAM}~g2</a>' in done
     assert types(store, STREAM)[-1] == "Cancelled"
     assert types(store, f"{STREAM}~g2")[-1] == "Sent:repair.Ship"
 
