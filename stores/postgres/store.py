@@ -338,9 +338,8 @@ class PostgresEventStore:
                     assert isinstance(after, int)
                     results.append(rows.add(a.stream, a.events, after + 1, guarded=True))
                     continue
-                if a.stream in rows.pending:  # its idempotency check may read them
-                    rows.send()
-                decided = check_written(self._sql, connection, a, batch)
+                # An idempotency check that reads sends the rows not sent yet first.
+                decided = check_written(self._sql, connection, a, batch, rows.send)
                 if isinstance(decided, AppendResult):
                     results.append(_stored(decided))
                 else:
