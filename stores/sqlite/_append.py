@@ -20,7 +20,14 @@ import uuid
 from collections.abc import Mapping, Sequence
 
 from decider.stores._expectations import Stored, plan_append
-from decider.stores.protocol import NO_STREAM, AppendResult, ExpectedRevision, NewEvent
+from decider.stores.protocol import (
+    ANY,
+    EXISTS,
+    NO_STREAM,
+    AppendResult,
+    ExpectedRevision,
+    NewEvent,
+)
 from decider.stores.sqlite import _sql as sql
 
 IDS_PER_QUERY = 500
@@ -38,7 +45,18 @@ def append_one(
     now: str,
 ) -> AppendResult:
     """Check and write one stream's append inside the caller's write transaction."""
-    if type(expected) is int or expected is NO_STREAM:
+    if len(events) == 1 and (expected is ANY or expected is EXISTS):
+        # One statement: written after the stream's end unless the stream holds the id (or,
+        # for EXISTS, the stream is missing); then the slow path below decides.
+        [e] = events
+        statement = sql.INSERT_NEW_ID_ANY if expected is ANY else sql.INSERT_NEW_ID_EXISTS
+        raw = e.id.int.to_bytes(16, "big")
+        values = (stream, raw, e.type, e.data, e.metadata, now, e.partition_key)
+        written = connection.execute(statement, values).fetchall()
+        if written:
+            [(position, revision)] = written
+            return AppendResult(next_expected_revision=revision, position=position)
+    elif type(expected) is int or expected is NO_STREAM:
         after = -1 if expected is NO_STREAM else expected
         assert isinstance(after, int)
         try:
