@@ -7,7 +7,10 @@ query first: the ``(stream, revision)`` key refuses revision ``e + 1`` when the 
 on, and the first event's insert is guarded by the existence of revision ``e`` when the stream
 is not so far. Revisions have no gaps, so the two together say the stream ends at ``e``. Only
 when the insert refuses (a conflict, or the same ids re-appended) is the stream's last
-revision read and the shared rule applied (:mod:`decider.stores._expectations`). Several
+revision read and the shared rule applied (:mod:`decider.stores._expectations`). One event
+appended with ``ANY`` (or ``EXISTS``) is one statement too: the insert takes the stream's next
+revision and writes nothing if the stream holds the event's id (or, for ``EXISTS``, is
+missing); then the same slow path decides. Several
 events go in as one statement whose last row id is the last event's position: one writer
 holds the lock, so ``AUTOINCREMENT`` gives the rows consecutive positions.
 """
