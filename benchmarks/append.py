@@ -25,7 +25,7 @@ from decider.stores.sqlite._sql import INSERT, SCHEMA
 from samples.traffic_fine.messages import GenerateTrafficFineSystemNumber
 
 STREAM = "IssueTrafficFineForSpeedingViolation-wf_bench"
-Row = tuple[str, int, bytes, str, bytes, bytes, str]
+Row = tuple[str, int, bytes, str, bytes, bytes, str, int | None]
 
 
 def sample_events(count: int) -> list[NewEvent]:
@@ -47,7 +47,7 @@ def sample_events(count: int) -> list[NewEvent]:
 def _rows(events: list[NewEvent]) -> list[Row]:
     now = datetime.now(UTC).isoformat()
     return [
-        (STREAM, revision, e.id.bytes, e.type, e.data, e.metadata, now)
+        (STREAM, revision, e.id.bytes, e.type, e.data, e.metadata, now, e.partition_key)
         for revision, e in enumerate(events)
     ]
 
