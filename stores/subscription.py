@@ -43,27 +43,35 @@ partition key."""
 Written = Sequence[tuple[str, str, int | None]]
 """What a commit wrote: each event's stream, type and partition key."""
 
-_MATCHED_AT_MOST = 64
-"""A commit of more events than this wakes every subscription without matching each filter
-(a big batch: the subscriptions are busy anyway)."""
+_BY_TYPE_PAST = 64
+"""A commit of more events than this is matched type by type (:class:`_ByType`): a
+subscription that reads none of its types passes over it without looking at each event."""
 
 
-def written_to(stream: str, events: Sequence[NewEvent]) -> Written | None:
-    """What an append of ``events`` to ``stream`` writes, for :meth:`LogNotifier.notify`
-    (``None``, "wake every subscription", past :data:`_MATCHED_AT_MOST` events)."""
-    if len(events) > _MATCHED_AT_MOST:
-        return None
+def written_to(stream: str, events: Sequence[NewEvent]) -> Written:
+    """What an append of ``events`` to ``stream`` writes, for :meth:`LogNotifier.notify`."""
     return [(stream, event.type, event.partition_key) for event in events]
 
 
-def written_by(appends: Sequence[StreamAppend]) -> Written | None:
-    """What a batch of ``appends`` writes, for :meth:`LogNotifier.notify` (``None``, "wake
-    every subscription", past :data:`_MATCHED_AT_MOST` events: a big batch is not listed)."""
-    if sum(len(item.events) for item in appends) > _MATCHED_AT_MOST:
-        return None
+def written_by(appends: Sequence[StreamAppend]) -> Written:
+    """What a batch of ``appends`` writes, for :meth:`LogNotifier.notify`."""
     return [
         (item.stream, event.type, event.partition_key) for item in appends for event in item.events
     ]
+
+
+class _ByType:
+    """What a big commit wrote, grouped by event type (built once per commit, for every
+    subscription's :meth:`CatchUpSubscription.wants`)."""
+
+    def __init__(self, written: Written) -> None:
+        self.groups: dict[str, list[tuple[str, str, int | None]]] = {}
+        for item in written:
+            group = self.groups.get(item[1])
+            if group is None:
+                self.groups[item[1]] = [item]
+            else:
+                group.append(item)
 
 
 class LogNotifier:
@@ -104,9 +112,12 @@ class LogNotifier:
         ``written`` is ``None`` (unknown). ``()``: nothing a subscription reads was written."""
         if written is not None and not written:
             return
+        told: Written | _ByType | None = written
+        if written is not None and len(written) > _BY_TYPE_PAST:
+            told = _ByType(written)
         with self._lock:
             for subscription in self._subscriptions:
-                if not subscription.dirty and subscription.wants(written):
+                if not subscription.dirty and subscription.wants(told):
                     subscription.mark()
 
     def notify_rows(self, rows: Sequence[Row]) -> None:
@@ -199,13 +210,22 @@ class CatchUpSubscription:
         """Wake a blocked :meth:`poll` to look at its state (the store closed)."""
         self._bell.set()
 
-    def wants(self, written: Written | None) -> bool:
+    def wants(self, written: Written | _ByType | None) -> bool:
         """Whether an event of ``written`` (``None``: unknown) may pass this subscription's
         filter, its partitions included (it reads the log again if so)."""
         pattern = self._filter
         if written is None or pattern is None:
             return True
         held = pattern.partitions
+        if isinstance(written, _ByType):
+            return any(
+                _type_may_pass(pattern, event_type)
+                and any(
+                    pattern.matches(stream, event_type) and (held is None or held.passes(key))
+                    for stream, _, key in group
+                )
+                for event_type, group in written.groups.items()
+            )
         return any(
             pattern.matches(stream, event_type) and (held is None or held.passes(key))
             for stream, event_type, key in written
@@ -308,3 +328,15 @@ class CatchUpSubscription:
         if not self._caught_up:
             self._caught_up = True
             self._buffer.append(CaughtUp(self._position))
+
+
+def _type_may_pass(pattern: Filter, event_type: str) -> bool:
+    """Whether an event of ``event_type`` may pass ``pattern`` on some stream (its type's part
+    of :meth:`Filter.matches`)."""
+    if not pattern.include_system and event_type.startswith("$"):
+        return False
+    if pattern.event_types or pattern.event_type_prefixes:
+        return event_type in pattern.event_types or (
+            bool(pattern.event_type_prefixes) and event_type.startswith(pattern.event_type_prefixes)
+        )
+    return True

@@ -67,7 +67,7 @@ from decider.processors.app.messages import PARKED, RETRIED
 from decider.processors.commands import group_ledger
 from decider.processors.commands.handlers import AttemptFailed
 from decider.processors.commands.pool import Conclusion, Job
-from decider.processors.commands.processor import _SUBMITTED, INLINE_BATCH, CommandProcessor
+from decider.processors.commands.processor import _SUBMITTED, CommandProcessor
 from decider.processors.commands.replay import concluded_mark_name
 from decider.processors.engine import failures
 from decider.processors.engine.base import Context, Outcome
@@ -317,7 +317,6 @@ class ConsumerGroupCommandProcessor(CommandProcessor):
     # -- deliveries -------------------------------------------------------------------------
 
     def _take(self, batch: Sequence[Delivery]) -> None:
-        self.inline_now = len(batch) <= INLINE_BATCH
         for delivery in batch:
             hand = InHand(delivery)
             with self._answer_lock:

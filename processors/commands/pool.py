@@ -9,8 +9,9 @@ holds only its own key's later commands, never a worker.
 
 A pool made with ``quick`` runs a quick sync handler's call, if the handler was registered
 ``inline=True``, on the thread that submits it (the
-command processor's), with no hand-off to a worker and back, when the submitter allows it (a
-small batch), nothing of its key is in hand and a slot is free: which handlers are quick is
+command processor's), with no hand-off to a worker and back, when the submitter allows it
+(the command processor always does), nothing of its key is in hand and a slot is free: which
+handlers are quick is
 :mod:`decider.processors.commands.pace`'s to say (their recent calls, timed wherever they
 ran). Such a call keeps every rule of a
 worker's: it holds a slot, counts against the handler's limits, is judged and retried the same

@@ -85,16 +85,6 @@ MOVE_GRACE = 1.0
 """In a group, when the partitions held change: how long the calls in hand get to conclude (and
 be committed, for the partitions still held) before the processor resubscribes."""
 
-INLINE_BATCH = 16
-"""The largest batch whose quick handlers' calls run on this processor's thread. In a larger
-one (a burst, a catch-up) they go to the workers, which carry them out while this thread
-dispatches the rest and commits: on a store whose commit waits for the disk, that overlap is
-worth more than the hand-off (SQLite catch-up, traffic-fine sample: about 13% more workflows/s
-than with every quick call inline, the same CPU); in a small one (light or live traffic) the
-hand-off is the cost (one workflow at a time, the process's CPU per workflow and the median
-latency: memory 743 against 869 us and 0.75 against 0.91 ms; SQLite 3.8 against 4.2 ms and
-4.5 against 4.8 ms)."""
-
 _SUBMITTED = object()
 
 
@@ -133,9 +123,6 @@ class CommandProcessor(Processor):
         """How many commands of a fork's new generation were not carried out: they reuse the
         old generation's (:mod:`decider.processors.client.forking`)."""
         self.parked_by_handler: collections.Counter[str] = collections.Counter()
-        self.inline_now = True
-        """Whether a quick handler's command may run on this thread now (the batch in hand is
-        small: :data:`INLINE_BATCH`)."""
         self._concluded_marks: dict[int, int | None] = {}
         self._read: int | None = None
         """The position of the last input this subscription life dispatched or passed over."""
@@ -289,9 +276,8 @@ class CommandProcessor(Processor):
 
     def dispatch(self, batch: Sequence[RecordedEvent]) -> None:
         """Give each input an entry and start it: copies and parks conclude at once, handled
-        commands go to the pool (a quick handler's run here, in a small batch). Waits
+        commands go to the pool (a quick handler's run here, whatever the batch's size). Waits
         (committing what concluded) while too many are in hand."""
-        self.inline_now = len(batch) <= INLINE_BATCH
         for event in batch:
             while self.marks.open >= self.max_open and not self.context.stop.is_set():
                 self.marks.wait(BACK_PRESSURE_WAIT)  # a conclusion (or a stop) wakes it
@@ -513,7 +499,7 @@ class CommandProcessor(Processor):
             self._job_concluded(entry, handler, event, metadata, round_key, conclusion)
 
         job = self._job(entry, event.stream, handler, command, command_id, conclude)
-        self.pool.submit(job, inline=self.inline_now)
+        self.pool.submit(job)
         return _SUBMITTED
 
     def _replayed_before(

@@ -181,6 +181,29 @@ class StreamContract:
         assert scope.store.append(stream, fresh, expected).next_expected_revision == 3
         assert ids_of(scope.store.read_stream(stream)) == ids_of(events) + ids_of(fresh)
 
+    @pytest.mark.parametrize("expected", [ANY, EXISTS], ids=str)
+    def test_one_event_without_revision_written_once(
+        self, scope: Scope, expected: ExpectedRevision
+    ) -> None:
+        """One event at a time (stores may check it in the insert itself): written after the
+        stream's end, found again where it is stored (revision 0 or later), and EXISTS on a
+        missing stream is a conflict that writes nothing."""
+        stream = scope.stream()
+        with pytest.raises(WrongExpectedVersion):
+            scope.store.append(stream, new_events(1), EXISTS)
+        assert scope.store.read_stream(stream) == []
+        head = new_events(1)
+        at_zero = scope.store.append(stream, head, ANY)
+        assert at_zero.next_expected_revision == 0
+        event = new_events(1)
+        first = scope.store.append(stream, event, expected)
+        assert first.next_expected_revision == 1
+        log = scope.log()
+        assert scope.store.append(stream, event, expected) == first
+        assert scope.store.append(stream, head, expected) == at_zero
+        assert scope.log() == log
+        assert scope.store.append(stream, new_events(1), expected).next_expected_revision == 2
+
     def test_an_id_stored_twice_counts_at_its_latest_revision(self, scope: Scope) -> None:
         stream = scope.stream()
         event = new_events(1)

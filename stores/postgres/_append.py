@@ -64,14 +64,15 @@ def read_ahead(sql: Statements, connection: Connection, appends: Sequence[Stream
     lasts: dict[str, int | None] = dict(
         connection.execute(sql.last_revisions, (streams,)).fetchall()
     )
-    probe = [
-        (a.stream, e.id)
-        for a in appends
-        if a.expected_revision is ANY or a.expected_revision is EXISTS
-        if lasts.get(a.stream) is not None
-        for e in a.events
+    no_revision = [
+        a for a in appends if a.expected_revision is ANY or a.expected_revision is EXISTS
     ]
-    stored: dict[str, dict[uuid.UUID, Stored]] = {stream: {} for stream, _ in probe}
+    # A stream missing now holds no ids but the ones this batch writes (see _plan's find_ids):
+    # its appends need no look-up either, however many the batch has.
+    stored: dict[str, dict[uuid.UUID, Stored]] = {a.stream: {} for a in no_revision}
+    probe = [
+        (a.stream, e.id) for a in no_revision if lasts.get(a.stream) is not None for e in a.events
+    ]
     if probe:
         rows = connection.execute(
             sql.find_many, ([s for s, _ in probe], [i for _, i in probe])
@@ -125,8 +126,6 @@ class BatchRows:
         self._first_position: int | None = None
         self._rows: list[tuple[object, ...]] = []
         self._guarded: list[tuple[object, ...]] = []
-        self.pending: set[str] = set()
-        """The streams of the rows added and not sent yet (a read of one must send them first)."""
 
     def add(
         self, stream: str, events: Sequence[NewEvent], first: int, *, guarded: bool
@@ -138,7 +137,6 @@ class BatchRows:
         index = self._batch.index
         now = self._now
         rows = self._rows
-        self.pending.add(stream)
         if guarded and first > 0:
             e = events[0]
             self._guarded.append(
@@ -169,6 +167,8 @@ class BatchRows:
     def send(self) -> None:
         """Send the rows added since the last send (down the pipeline: nothing waits for
         them)."""
+        if not (self._guarded or self._rows):
+            return
         cursor = self._connection.cursor()
         if self._guarded:
             cursor.executemany(self._sql.insert_after, self._guarded)
@@ -176,7 +176,6 @@ class BatchRows:
         if self._rows:
             cursor.executemany(self._sql.insert_row, self._rows)
             self._rows = []
-        self.pending.clear()
 
     def _position(self, index: int) -> int:
         if self._first_position is None:
@@ -190,11 +189,14 @@ def check_written(
     connection: Connection,
     append: StreamAppend,
     batch: Batch,
+    before_read: Callable[[], None],
 ) -> AppendResult | int:
     """Decide a batch's append by what the batch read ahead (:func:`read_ahead`): its stored
     result when it is already written (idempotent success), else the first revision to
     write it at (the batch is kept up to date as if written); raises ``WrongExpectedVersion``
-    on a conflict."""
+    on a conflict. ``before_read`` runs before any statement the decision reads with (it
+    sends the batch's rows not sent yet, which the read must see); most decisions read
+    nothing."""
     stream, events, expected = append.stream, append.events, append.expected_revision
     last = batch.lasts[stream]
     if type(expected) is int:
@@ -202,7 +204,9 @@ def check_written(
     else:
         plainly_met = expected is NO_STREAM and last is None
     if not plainly_met:
-        already = _plan(sql, connection, stream, events, expected, last, batch=batch)
+        already = _plan(
+            sql, connection, stream, events, expected, last, batch=batch, before_read=before_read
+        )
         if already is not None:
             return already
     first = 0 if last is None else last + 1
@@ -320,12 +324,14 @@ def _plan(  # noqa: PLR0917
     last: int | None,
     *,
     batch: Batch | None,
+    before_read: Callable[[], None] = lambda: None,
 ) -> AppendResult | None:
     """The slow path of an append whose expectation is not plainly met: idempotency or
     conflict."""
     known = None if batch is None else batch.stored_ids.get(stream)
 
     def read_range(first: int, count: int) -> list[Stored]:
+        before_read()
         rows = connection.execute(sql.range, (stream, first, count)).fetchall()
         return [(i, revision, position) for i, revision, position in rows]
 
@@ -339,6 +345,7 @@ def _plan(  # noqa: PLR0917
             return {i: known[i] for i in ids if i in known}
         # Planned for this stream each time (not prepared): a generic plan takes every stream
         # for a short one and reads a long shared stream whole (see _sql.find_ids).
+        before_read()
         rows = connection.execute(sql.find_ids, (stream, list(ids)), prepare=False).fetchall()
         # One row per id, at its latest revision (an id stored twice counts there).
         found: dict[uuid.UUID, Stored] = {}

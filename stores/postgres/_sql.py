@@ -104,7 +104,7 @@ class Statements:
     held_back: str
     notify: str
     wait_older: str
-    oldest_xid: str
+    wait_older_head: str
     load_checkpoint: str
     save_checkpoint: str
     channel: str
@@ -287,14 +287,15 @@ COMMIT;
                 " FROM written) AS w WHERE position IS NOT NULL"
             ),
             notify=f"SELECT pg_notify({_literal(channel(schema))}, '')",
-            # Waits for the appends (of any store) older than transaction %s still in flight.
-            wait_older=(
-                f"SELECT count(pg_advisory_xact_lock_shared({WAIT_CLASS}, {_lock_key_sql('x')}))"
-                " FROM (SELECT x::text::bigint AS x"
-                " FROM pg_snapshot_xip(pg_current_snapshot()) AS u (x)) AS t"
-                " WHERE x < %s"
+            # Waits for the appends (of any store) older than transaction %s still in flight;
+            # (how many, the oldest transaction in flight when the statement began). The
+            # second says whether the horizon had passed %s before any wait (see
+            # read_below_horizon).
+            wait_older=_wait_older(),
+            # The same, then the head (as ``head``, in the same snapshot).
+            wait_older_head=_wait_older(
+                f", (SELECT max(position) FROM {events} WHERE position < {HORIZON})"
             ),
-            oldest_xid="SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint",
             range=(
                 f"SELECT event_id, revision, position FROM {events}"
                 " WHERE stream = %s AND revision >= %s ORDER BY revision LIMIT %s"
@@ -366,6 +367,18 @@ def read_all_sql(schema: str, filter: Filter) -> tuple[str, tuple[object, ...]]:
     table = pgsql.Identifier(schema).as_string(None) + ".events"
     statement = f"SELECT {COLUMNS} FROM {table} WHERE {where} ORDER BY position LIMIT %s"
     return statement, tuple(params)
+
+
+def _wait_older(more: str = "") -> str:
+    """The statement that waits on the appends older than transaction ``%s`` still in flight
+    and reads the oldest transaction in flight as it began, then ``more`` columns."""
+    wait = (
+        f"SELECT count(pg_advisory_xact_lock_shared({WAIT_CLASS}, {_lock_key_sql('x')}))"
+        " FROM (SELECT x::text::bigint AS x"
+        " FROM pg_snapshot_xip(pg_current_snapshot()) AS u (x)) AS t"
+        " WHERE x < %s"
+    )
+    return f"SELECT ({wait}), pg_snapshot_xmin(pg_current_snapshot())::text::bigint{more}"
 
 
 def _literal(text: str) -> str:

@@ -143,21 +143,41 @@ def read_below_horizon(
     sql: Statements,
     written: int,
     reads: Sequence[tuple[str, tuple[object, ...]]],
+    *,
+    head: bool = False,
 ) -> list[list[Any]]:
     """Run ``reads`` (statements with their parameters, in order, in one round trip) once the
     horizon has passed transaction ``written`` (the store's last write; ``0``: it has not
     written), waiting on the locks of the older write transactions still in flight and looking
     again after a short, growing delay while another transaction keeps it back; each read's
-    rows."""
-    delay = _FIRST_DELAY
+    rows. With ``head``, the log's head (``sql.head``'s row) comes first, read before them.
+
+    The wait and the look at the horizon are one statement (with the head, if asked for), so
+    a read is two statements: the look sees the horizon as the statement began, before its
+    wait. Passed then, nothing older was in flight and nothing was waited on; not passed, the
+    look is taken again at once (the wait has let the older appends end), and after a delay
+    only from then on (a transaction that holds no append lock keeps the horizon back).
+    """
+    delay = 0.0
     with using() as connection:
         while True:
             with connection.pipeline() if _PIPELINE else contextlib.nullcontext():
                 if written:
-                    connection.execute(sql.wait_older, (written,))
-                    oldest = connection.execute(sql.oldest_xid)
+                    look = connection.execute(
+                        sql.wait_older_head if head else sql.wait_older, (written,)
+                    )
+                elif head:
+                    look = connection.execute(sql.head)
                 cursors = [connection.execute(statement, params) for statement, params in reads]
-            if not written or one_row(oldest)[0] > written:
-                return [cursor.fetchall() for cursor in cursors]
-            time.sleep(delay)
-            delay = min(delay * 2, _MAX_DELAY)
+            if written:
+                row = one_row(look)
+                passed = row[1] > written
+                heads = [[(row[2],)]] if head else []
+            else:
+                passed = True
+                heads = [look.fetchall()] if head else []
+            if passed:
+                return heads + [cursor.fetchall() for cursor in cursors]
+            if delay:
+                time.sleep(delay)
+            delay = min(delay * 2, _MAX_DELAY) if delay else _FIRST_DELAY

@@ -338,9 +338,8 @@ class PostgresEventStore:
                     assert isinstance(after, int)
                     results.append(rows.add(a.stream, a.events, after + 1, guarded=True))
                     continue
-                if a.stream in rows.pending:  # its idempotency check may read them
-                    rows.send()
-                decided = check_written(self._sql, connection, a, batch)
+                # An idempotency check that reads sends the rows not sent yet first.
+                decided = check_written(self._sql, connection, a, batch, rows.send)
                 if isinstance(decided, AppendResult):
                     results.append(_stored(decided))
                 else:
@@ -550,8 +549,10 @@ class PostgresEventStore:
         read after it, in one round trip (as :meth:`_read`)."""
         statement, params = read_all_sql(self.schema, filter)
         after = 0 if after_position is None else after_position
-        reads = [(self._sql.head, ()), (statement, (after, *params, limit))]
-        [(head,)], rows = read_below_horizon(self._using, self._sql, self._written, reads)
+        reads = [(statement, (after, *params, limit))]
+        [(head,)], rows = read_below_horizon(
+            self._using, self._sql, self._written, reads, head=True
+        )
         return (None if head is None else int(head)), [decode(row) for row in rows]
 
     @contextlib.contextmanager

@@ -7,7 +7,10 @@ query first: the ``(stream, revision)`` key refuses revision ``e + 1`` when the 
 on, and the first event's insert is guarded by the existence of revision ``e`` when the stream
 is not so far. Revisions have no gaps, so the two together say the stream ends at ``e``. Only
 when the insert refuses (a conflict, or the same ids re-appended) is the stream's last
-revision read and the shared rule applied (:mod:`decider.stores._expectations`). Several
+revision read and the shared rule applied (:mod:`decider.stores._expectations`). One event
+appended with ``ANY`` (or ``EXISTS``) is one statement too: the insert takes the stream's next
+revision and writes nothing if the stream holds the event's id (or, for ``EXISTS``, is
+missing); then the same slow path decides. Several
 events go in as one statement whose last row id is the last event's position: one writer
 holds the lock, so ``AUTOINCREMENT`` gives the rows consecutive positions.
 """
@@ -20,7 +23,14 @@ import uuid
 from collections.abc import Mapping, Sequence
 
 from decider.stores._expectations import Stored, plan_append
-from decider.stores.protocol import NO_STREAM, AppendResult, ExpectedRevision, NewEvent
+from decider.stores.protocol import (
+    ANY,
+    EXISTS,
+    NO_STREAM,
+    AppendResult,
+    ExpectedRevision,
+    NewEvent,
+)
 from decider.stores.sqlite import _sql as sql
 
 IDS_PER_QUERY = 500
@@ -38,7 +48,18 @@ def append_one(
     now: str,
 ) -> AppendResult:
     """Check and write one stream's append inside the caller's write transaction."""
-    if type(expected) is int or expected is NO_STREAM:
+    if len(events) == 1 and (expected is ANY or expected is EXISTS):
+        # One statement: written after the stream's end unless the stream holds the id (or,
+        # for EXISTS, the stream is missing); then the slow path below decides.
+        [e] = events
+        statement = sql.INSERT_NEW_ID_ANY if expected is ANY else sql.INSERT_NEW_ID_EXISTS
+        raw = e.id.int.to_bytes(16, "big")
+        values = (stream, raw, e.type, e.data, e.metadata, now, e.partition_key)
+        written = connection.execute(statement, values).fetchall()
+        if written:
+            [(position, revision)] = written
+            return AppendResult(next_expected_revision=revision, position=position)
+    elif type(expected) is int or expected is NO_STREAM:
         after = -1 if expected is NO_STREAM else expected
         assert isinstance(after, int)
         try:

@@ -57,6 +57,25 @@ INSERT_AFTER = (
     " SELECT ?, ?, ?, ?, ?, ?, ?, ? WHERE EXISTS"
     " (SELECT 1 FROM events WHERE stream = ? AND revision = ?)"
 )
+# One event of an ANY append, after the stream's last revision, only if the stream does not
+# hold its id (parameters: stream, id, type, data, metadata, time, partition key); the row's
+# position and revision back, none if the id is stored (the caller's slow path decides).
+# Ids are looked up as find_ids_sql does (revision 0 by revision: the id index leaves it out).
+_INSERT_NEW_ID = (
+    "INSERT INTO events"
+    " (stream, revision, event_id, type, data, metadata, recorded_at, partition_key)"
+    " SELECT ?1, coalesce((SELECT revision FROM events WHERE stream = ?1"
+    " ORDER BY revision DESC LIMIT 1), -1) + 1, ?2, ?3, ?4, ?5, ?6, ?7"
+    " WHERE NOT EXISTS (SELECT 1 FROM events INDEXED BY events_by_stream_id"
+    " WHERE stream = ?1 AND event_id = ?2 AND revision > 0)"
+    " AND NOT EXISTS (SELECT 1 FROM events WHERE stream = ?1 AND revision = 0 AND event_id = ?2)"
+)
+INSERT_NEW_ID_ANY = _INSERT_NEW_ID + " RETURNING position, revision"
+INSERT_NEW_ID_EXISTS = (
+    _INSERT_NEW_ID + " AND EXISTS (SELECT 1 FROM events WHERE stream = ?1)"
+    " RETURNING position, revision"
+)
+"""The same for an EXISTS append: only if the stream exists too."""
 RANGE = (
     "SELECT event_id, revision, position FROM events"
     " WHERE stream = ? AND revision >= ? ORDER BY revision LIMIT ?"

@@ -94,6 +94,7 @@ def _cases(store: PostgresEventStore, head: int) -> dict[str, Case]:
             (0, "wf-7", "wf-7", 3, ids[0], "Input", b"{}", b"", now, 7),
         ),
         "head": (s.head, ()),
+        "wait_older_head": (s.wait_older_head, (head,)),
         "held_back": (s.held_back, ()),
     }
     for name, flt in FILTERS.items():

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from decider.stores import ANY, NO_STREAM, CaughtUp, Filter, RecordedEvent
+from decider.stores import ANY, NO_STREAM, CaughtUp, Filter, RecordedEvent, StreamAppend
 from decider.stores.contract import new_events, take
 from decider.stores.memory import MemoryEventStore
 from decider.stores.sqlite import SqliteEventStore
@@ -58,6 +58,39 @@ def test_a_commit_of_other_events_costs_a_subscription_no_read() -> None:
     [event] = take(sub, 1)
     assert isinstance(event, RecordedEvent) and event.id == wanted[0].id
     sub.stop()
+
+
+def test_a_big_commit_wakes_only_the_subscriptions_that_read_one_of_its_events() -> None:
+    """A commit of many events (matched type by type) is told to the subscriptions whose
+    filter passes one of them, on its stream and type: not to one that reads none of its
+    types, nor to one that reads its types on other streams."""
+    store = MemoryEventStore()
+    reads: dict[str, list[int | None]] = {"timers": [], "elsewhere": [], "orders": []}
+    subs = {
+        "timers": _counted(store, Filter(event_type_prefixes=("Scheduled:",)), reads["timers"]),
+        "elsewhere": _counted(
+            store,
+            Filter(stream_prefixes=("payments-",), event_types=("Placed",)),
+            reads["elsewhere"],
+        ),
+        "orders": _counted(
+            store, Filter(stream_prefixes=("orders-",), event_types=("Shipped",)), reads["orders"]
+        ),
+    }
+    for sub in subs.values():
+        assert take(sub, 1) == [CaughtUp(position=None)]
+    before = {name: len(r) for name, r in reads.items()}
+    appends = [StreamAppend(f"orders-{i}", new_events(1, "Placed"), NO_STREAM) for i in range(200)]
+    store.append_batch([*appends, StreamAppend("orders-x", new_events(1, "Shipped"), NO_STREAM)])
+    assert subs["timers"].poll(0) is None
+    assert subs["elsewhere"].poll(0) is None
+    [shipped] = take(subs["orders"], 1)
+    assert isinstance(shipped, RecordedEvent) and shipped.stream == "orders-x"
+    assert len(reads["timers"]) == before["timers"], "none of the commit's types is its"
+    assert len(reads["elsewhere"]) == before["elsewhere"], "its type, on streams it does not read"
+    assert len(reads["orders"]) > before["orders"], "one event of the commit passes its filter"
+    for sub in subs.values():
+        sub.stop()
 
 
 def test_a_commit_wakes_a_blocked_subscription_that_wants_it() -> None:
