@@ -20,7 +20,9 @@ import collections
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+
+import attrs
 
 from decider.stores.errors import StoreError
 from decider.stores.protocol import CaughtUp, Filter, NewEvent, RecordedEvent, StreamAppend
@@ -66,6 +68,44 @@ def written_by(appends: Sequence[StreamAppend]) -> Written | None:
     ]
 
 
+@attrs.frozen
+class Gist:
+    """What commits wrote, in brief, for waking another process's subscriptions: the events'
+    types, their partition keys, and whether one had no key (streams are left out: one per
+    instance, too many to send).
+
+    A subscription may want such commits when its filter takes one of the types and its
+    partitions one of the keys (or an unknown one): the types and keys are matched apart, so a
+    gist wakes every subscription that one of its events would, and at times one more.
+
+    >>> from uuid import UUID
+    >>> placed = NewEvent(UUID(int=1), "Placed", b"{}", partition_key=7)
+    >>> gist = Gist.of([placed, NewEvent(UUID(int=2), "Paid", b"{}")])
+    >>> (sorted(gist.types), sorted(gist.keys), gist.unkeyed)
+    (['Paid', 'Placed'], [7], True)
+    """
+
+    types: frozenset[str]
+    keys: frozenset[int]
+    unkeyed: bool
+
+    @classmethod
+    def of(cls, events: Iterable[NewEvent]) -> Gist:
+        """The gist of a commit of ``events``."""
+        types: set[str] = set()
+        keys: set[int | None] = set()
+        for event in events:
+            types.add(event.type)
+            keys.add(event.partition_key)
+        unkeyed = None in keys
+        keys.discard(None)
+        return cls(frozenset(types), frozenset(k for k in keys if k is not None), unkeyed)
+
+    def __or__(self, other: Gist) -> Gist:
+        """The gist of both commits."""
+        return Gist(self.types | other.types, self.keys | other.keys, self.unkeyed or other.unkeyed)
+
+
 class LogNotifier:
     """Wakes the waiting subscriptions whose events were written, or all when the store closes.
 
@@ -107,6 +147,15 @@ class LogNotifier:
         with self._lock:
             for subscription in self._subscriptions:
                 if not subscription.dirty and subscription.wants(written):
+                    subscription.mark()
+
+    def notify_gist(self, gist: Gist | None) -> None:
+        """Tell the subscriptions that another process committed what ``gist`` says: those
+        that may want one of its events look again (every one when ``gist`` is ``None``:
+        unknown)."""
+        with self._lock:
+            for subscription in self._subscriptions:
+                if not subscription.dirty and (gist is None or subscription.may_want(gist)):
                     subscription.mark()
 
     def notify_rows(self, rows: Sequence[Row]) -> None:
@@ -210,6 +259,20 @@ class CatchUpSubscription:
             pattern.matches(stream, event_type) and (held is None or held.passes(key))
             for stream, event_type, key in written
         )
+
+    def may_want(self, gist: Gist) -> bool:
+        """Whether a commit of what ``gist`` says may hold an event that passes this
+        subscription's filter: one of its types passes the filter's types and one of its keys
+        (or an unknown one) the filter's partitions (the stream is not checked)."""
+        pattern = self._filter
+        if pattern is None:
+            return True
+        held = pattern.partitions
+        if held is not None and not (
+            (gist.unkeyed and held.unknown) or any(held.passes(key) for key in gist.keys)
+        ):
+            return False
+        return any(pattern.takes_type(event_type) for event_type in gist.types)
 
     @property
     def stopped(self) -> bool:

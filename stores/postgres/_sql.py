@@ -286,7 +286,7 @@ COMMIT;
                 f" SELECT position, {_LOCK_OWN} FROM (SELECT max(position) AS position"
                 " FROM written) AS w WHERE position IS NOT NULL"
             ),
-            notify=f"SELECT pg_notify({_literal(channel(schema))}, '')",
+            notify=f"SELECT pg_notify({_literal(channel(schema))}, %s)",
             # Waits for the appends (of any store) older than transaction %s still in flight.
             wait_older=(
                 f"SELECT count(pg_advisory_xact_lock_shared({WAIT_CLASS}, {_lock_key_sql('x')}))"
