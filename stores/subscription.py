@@ -149,14 +149,18 @@ class LogNotifier:
                 if not subscription.dirty and subscription.wants(written):
                     subscription.mark()
 
-    def notify_gist(self, gist: Gist | None) -> None:
+    def notify_gist(self, gist: Gist | None) -> bool:
         """Tell the subscriptions that another process committed what ``gist`` says: those
         that may want one of its events look again (every one when ``gist`` is ``None``:
-        unknown)."""
+        unknown). Whether any subscription may want them (marked now or already)."""
+        wanted = False
         with self._lock:
             for subscription in self._subscriptions:
-                if not subscription.dirty and (gist is None or subscription.may_want(gist)):
-                    subscription.mark()
+                if gist is None or subscription.may_want(gist):
+                    wanted = True
+                    if not subscription.dirty:
+                        subscription.mark()
+        return wanted
 
     def notify_rows(self, rows: Sequence[Row]) -> None:
         """Tell the subscriptions that the log holds ``rows`` (each event's position, stream,

@@ -151,8 +151,10 @@ class NotifyListener:
             gists = [gist_of(notify.payload) for notify in notifies if notify.pid != own]
             if gists:
                 gist = _union(gists)
-                self._notifier.notify_gist(gist)
-                self._follow_held_back(connection, gist)
+                # Rows held back concern only the subscriptions that want them: when none
+                # does, there is nobody to wake again, and no need to ask.
+                if self._notifier.notify_gist(gist):
+                    self._follow_held_back(connection, gist)
 
     def _follow_held_back(
         self, connection: psycopg.Connection[TupleRow], gist: Gist | None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -137,3 +138,30 @@ def test_payloads_round_trip_and_stay_under_the_limit() -> None:
     assert gist_of("not json") is None and gist_of("[1, 2]") is None
     # What a store before gists sent (an empty payload) wakes every subscription.
     assert gist_of("") is None
+
+
+def test_a_notification_no_subscription_wants_costs_no_held_back_check(
+    stores: tuple[PostgresEventStore, PostgresEventStore, list[Filter]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    reader, writer, _ = stores
+    followed: list[Gist | None] = []
+    real = _listen.NotifyListener._follow_held_back
+
+    def follow(self: _listen.NotifyListener, connection: Any, gist: Gist | None) -> None:
+        followed.append(gist)
+        real(self, connection, gist)
+
+    monkeypatch.setattr(_listen.NotifyListener, "_follow_held_back", follow)
+    with reader.subscribe(None, FIVE) as five:
+        assert take(five, 1) == [CaughtUp(position=None)]
+        for number in range(3):
+            writer.append(f"three-{number}", [_keyed(3 + COUNT * number)], ANY)
+        wanted = _keyed(5 + COUNT)
+        writer.append("five-1", [wanted], ANY)
+        # Delivered: the listener has taken every notification before this one's.
+        [event] = take(five, 1, timeout=10)
+        assert isinstance(event, RecordedEvent) and event.id == wanted.id
+    assert followed, "the wanted commit's notification was followed"
+    for gist in followed:
+        assert gist is not None and 5 + COUNT in gist.keys, f"followed {gist} nobody wants"
