@@ -38,9 +38,9 @@ ReadHeadAndPage = Callable[[int | None, int], tuple[int | None, list[RecordedEve
 limit)`` read after it, in one call (a store for which each is a round trip joins them)."""
 
 
-Row = tuple[int, str, str, int | None]
-"""An event as another process's commit is announced: its position, stream, type and
-partition key."""
+Summed = tuple[str, int | None, int]
+"""What another process wrote, summed up by a store's look: an event type, a partition (of the
+count the look was made for; ``None``: no key) and the last position of such events."""
 
 Written = Sequence[tuple[str, str, int | None]]
 """What a commit wrote: each event's stream, type and partition key."""
@@ -162,15 +162,26 @@ class LogNotifier:
                         subscription.mark()
         return wanted
 
-    def notify_rows(self, rows: Sequence[Row]) -> None:
-        """Tell the subscriptions that the log holds ``rows`` (each event's position, stream,
-        type and partition key), written by some process: those that have not read past a row
-        their filter passes (its partitions included) look again. For a store that learns of
-        other processes' commits by looking (one look serves every subscription, and none reads
-        again what it has read)."""
+    def partition_count(self) -> int:
+        """The partition count of the subscriptions that read some partitions only, when they
+        share one (what a store sums a look up by, :meth:`notify_written`); else 1."""
+        with self._lock:
+            counts = {subscription.partition_count for subscription in self._subscriptions}
+        found = [count for count in counts if count is not None]
+        return found[0] if len(found) == 1 else 1
+
+    def notify_written(self, written: Sequence[Summed], count: int) -> None:
+        """Tell the subscriptions that some process wrote what ``written`` sums up (each event
+        type and partition of ``count``, ``None`` for no key, with its last position): those
+        that have not read past an entry their filter may take (its types, and its partitions
+        when it counts ``count`` of them; the stream is not summed, so not checked) look again.
+        For a store that learns of other processes' commits by looking (one look serves every
+        subscription, and none reads again what it has read)."""
+        if not written:
+            return
         with self._lock:
             for subscription in self._subscriptions:
-                if not subscription.dirty and subscription.behind(rows):
+                if not subscription.dirty and subscription.behind(written, count):
                     subscription.mark()
 
     def close(self) -> None:
@@ -230,16 +241,25 @@ class CatchUpSubscription:
         notifier, cleared before each read)."""
         notifier.attach(self)
 
-    def behind(self, rows: Sequence[Row]) -> bool:
-        """Whether a row of ``rows`` (position, stream, type, partition key) is past what
-        this subscription has read and passes its filter."""
+    @property
+    def partition_count(self) -> int | None:
+        """The count of partitions whose some it reads (``None``: it reads them all)."""
+        held = None if self._filter is None else self._filter.partitions
+        return None if held is None else held.count
+
+    def behind(self, written: Sequence[Summed], count: int) -> bool:
+        """Whether an entry of ``written`` (event type, partition of ``count`` or ``None``,
+        last position) is past what this subscription has read and may pass its filter (a
+        filter of another partition count takes every partition)."""
         position, pattern = self._position, self._filter
         held = None if pattern is None else pattern.partitions
+        if held is not None and held.count != count:
+            held = None
         return any(
             (position is None or at > position)
-            and (pattern is None or pattern.matches(stream, event_type))
-            and (held is None or held.passes(key))
-            for at, stream, event_type, key in rows
+            and (pattern is None or pattern.takes_type(event_type))
+            and (held is None or (held.unknown if partition is None else partition in held.held))
+            for event_type, partition, at in written
         )
 
     def mark(self) -> None:
