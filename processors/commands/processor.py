@@ -356,7 +356,10 @@ class CommandProcessor(Processor):
         taken = self.marks.lane(key).take()
         # With nothing in hand, every input of the lane up to what was read has concluded.
         mark = self._read if taken.drained and self._read is not None else taken.mark
-        moved = mark is not None and mark != self.share.mark(key)
+        stored = self.share.mark(key)
+        # Only on: a life that starts from a lower partition's checkpoint reads positions this
+        # partition was checkpointed past (by its previous owner, say).
+        moved = mark is not None and (stored is None or mark > stored)
         if not taken.appends and (not moved or (taken.mark is None and not idle_due)):
             return None  # an idle partition's checkpoint moves on about once a second
         concluded = self._concluded_marks.get(key)

@@ -78,6 +78,13 @@ class Member(Protocol):
         ...
 
 
+def _before(mark: int | None, position: int) -> bool:
+    """Whether a checkpoint at ``mark`` is short of ``position`` (a checkpoint only moves on:
+    a subscription that starts from a lower partition's checkpoint reads positions that a
+    partition taken over was already checkpointed past)."""
+    return mark is None or mark < position
+
+
 def _later(*marks: int | None) -> int | None:
     found = [mark for mark in marks if mark is not None]
     return max(found) if found else None
@@ -234,7 +241,7 @@ class Share:
         up to which is done), so an idle partition's checkpoint has yet to move on."""
         if self.owned is None or position is None:
             return False
-        return any(self._marks.get(number) != position for number in self.owned)
+        return any(_before(self._marks.get(number), position) for number in self.owned)
 
     def key_of(self, event: RecordedEvent) -> int | None:
         """The key of the work ``event`` is part of, or ``None`` if this subscription does not
@@ -395,6 +402,6 @@ class Share:
         due = [
             number
             for number in self.owned
-            if work.get(number) or (idle_due and self._marks.get(number) != end)
+            if work.get(number) or (idle_due and _before(self._marks.get(number), end))
         ]
         return work, due

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import attrs
 import pytest
@@ -18,8 +18,17 @@ from decider.processors.app.streams import instance_stream, routed_stream
 from decider.processors.group.membership import PartitionGroup
 from decider.processors.group.partitions import lease_name, member_lease_name, stream_key
 from decider.processors.workflows.router import InputRouter, start_routing
+from decider.stores.leases import Lease
 from decider.stores.memory import MemoryEventStore
-from decider.stores.protocol import ALL, ANY, Filter, NewEvent, RecordedEvent
+from decider.stores.protocol import (
+    ALL,
+    ANY,
+    AppendResult,
+    Filter,
+    NewEvent,
+    RecordedEvent,
+    StreamAppend,
+)
 from decider.stores.subscription import CatchUpSubscription
 from samples.traffic_fine.app import REPORTS_STREAM, make_app
 from samples.traffic_fine.messages import PoliceReportPublished
@@ -273,3 +282,60 @@ def test_routing_starts_where_the_workflow_processors_left_off() -> None:
     assert sorted(r.partition_key or -1 for r in _records(store, app)) == sorted(
         stream_key(_instance_of(i)) for i in range(n, 2 * n)
     )
+
+
+class CheckpointLog(CountingStore):
+    """A counting store that also keeps every checkpoint a commit wrote, in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.saved: list[tuple[str, int]] = []
+
+    def append_batch(
+        self,
+        appends: Sequence[StreamAppend],
+        *,
+        checkpoints: Sequence[tuple[str, int]] = (),
+        leases: Sequence[Lease] = (),
+    ) -> list[AppendResult]:
+        results = super().append_batch(appends, checkpoints=checkpoints, leases=leases)
+        with self._sent_lock:
+            self.saved.extend(checkpoints)
+        return results
+
+    def save_checkpoint(self, name: str, position: int) -> None:
+        super().save_checkpoint(name, position)
+        with self._sent_lock:
+            self.saved.append((name, position))
+
+
+def test_a_partition_taken_over_keeps_its_checkpoint_when_the_new_owner_is_behind() -> None:
+    """A process takes partitions over from one that left: it resubscribes from the lowest
+    checkpoint it holds, which may be behind theirs, and reads positions they were checkpointed
+    past; no partition's checkpoint ever moves back."""
+    store = CheckpointLog()
+    app = make_app("takeover-marks")
+    first = PartitionGroup(store, app, owner="first", ttl=1)
+    second = PartitionGroup(store, app, owner="second", ttl=1)
+    # The second reads in small batches: the first batch after the takeover ends before the
+    # checkpoints of the partitions taken over.
+    one, two = Service(app, store, group=first), Service(app, store, group=second, batch_size=5)
+    n = 60
+    with member(one), member(two):
+        wait_until(lambda: len(first.partitions()) == len(second.partitions()) == 8, 10)
+        # Only the first's partitions get work at the end: the second's checkpoints stay
+        # behind theirs.
+        app.publish_many(store, [report(i) for i in range(n)], REPORTS_STREAM)
+        assert one.wait_until(lambda: all_completed(store, app, n), 30)
+        late = [i for i in range(n, 4 * n) if _partition(i) in first.partitions()][:n]
+        app.publish_many(store, [report(i) for i in late], REPORTS_STREAM)
+        assert one.wait_until(lambda: len(_done(store, app, late)) == len(late), 30)
+        assert one.wait_idle(30) and two.wait_idle(30)
+        one.stop()
+        wait_until(lambda: len(second.partitions()) == P, 10, "the second holds every partition")
+        assert two.wait_idle(30)
+        assert one.errors == two.errors == []
+    last: dict[str, int] = {}
+    for name, position in store.saved:
+        assert position >= last.get(name, -1), f"{name} moved back to {position}"
+        last[name] = position
