@@ -8,7 +8,10 @@ then waits for live events. It never polls in a busy loop: an idle subscription 
 of its own (a ``threading.Event``) that the notifier rings only for commits its filter passes.
 Stores whose log can also grow from another process (SQLite on a shared file) pass
 ``probe_interval``: the waiting subscription then checks the head every so often, a query that
-costs microseconds, as a backstop to the store's own cross-process wake-up.
+costs microseconds, as a backstop to the store's own cross-process wake-up. A store that knows
+which rows it has announced (SQLite, whose watch reads what other processes wrote) also passes
+``unannounced``: the probe then reads the log only if a row past what was announced is there,
+so a subscription whose filter passes none of this process's rows reads none of them again.
 
 No background thread is involved: the consumer's own :meth:`~CatchUpSubscription.poll` (or
 iteration) does the reading, so a subscription that nobody polls costs nothing.
@@ -30,6 +33,11 @@ ReadPage = Callable[[int | None, int], list[RecordedEvent]]
 
 ReadHead = Callable[[], int | None]
 """``head()``: the last position of the whole log (matching or not), ``None`` if it is empty."""
+
+Unannounced = Callable[[], bool]
+"""``unannounced()``: whether the log may hold a row that was not announced to the notifier
+(each announced row marked every subscription whose filter passes it); ``False`` only when every
+row up to the log's head was."""
 
 ReadHeadAndPage = Callable[[int | None, int], tuple[int | None, list[RecordedEvent]]]
 """``head_and_page(after_position, limit)``: ``head()``, then ``read_page(after_position,
@@ -151,6 +159,8 @@ class CatchUpSubscription:
 
     ``probe_interval`` (seconds, or ``None``) bounds how long a wait may last before the head is
     checked again: the backstop for appends made by another process that no wake-up announced.
+    With ``unannounced`` (:data:`Unannounced`), a probe reads the log only when it says a row
+    may not have been announced: one that was already marked this subscription if it wanted it.
     """
 
     def __init__(
@@ -164,6 +174,7 @@ class CatchUpSubscription:
         probe_interval: float | None = None,
         head_and_page: ReadHeadAndPage | None = None,
         filter: Filter | None = None,
+        unannounced: Unannounced | None = None,
     ) -> None:
         if page_size < 1:
             raise ValueError(f"page_size must be at least 1, got {page_size}")
@@ -176,6 +187,7 @@ class CatchUpSubscription:
         self._position = after_position
         self._page_size = page_size
         self._probe_interval = probe_interval
+        self._unannounced = unannounced
         self._buffer: collections.deque[RecordedEvent | CaughtUp] = collections.deque()
         self._filter = filter
         self._caught_up = False
@@ -296,8 +308,18 @@ class CatchUpSubscription:
                 continue
             told = self._bell.wait(wait)
             if not told and self._probe_interval is not None and wait >= self._probe_interval:
-                self.dirty = True  # the probe: another process may have appended
+                # The probe: another process may have appended (unless every row was announced).
+                self.dirty = self._probed()
         return None
+
+    def _probed(self) -> bool:
+        """The probe: whether to read the log again (a row may not have been announced)."""
+        if self._unannounced is None:
+            return True
+        try:
+            return self._unannounced()
+        except StoreError:  # the read that follows says what is wrong, or ends quietly
+            return True
 
     def _ready(self) -> bool:
         return self.dirty or self._stopped or self._woken or self._notifier.closed

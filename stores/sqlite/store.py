@@ -252,6 +252,7 @@ class SqliteEventStore:
             after_position=after_position,
             probe_interval=self._probe_interval,
             filter=filter,
+            unannounced=self._unannounced,
         )
 
     def load_checkpoint(self, name: str) -> int | None:
@@ -381,6 +382,19 @@ class SqliteEventStore:
             with self._head_lock:
                 self._watched_head = max(rows[-1][0], self._watched_head or 0)
             self._notifier.notify_rows(rows)
+
+    def _unannounced(self) -> bool:
+        """A subscription's probe: whether the log may hold a row not yet announced to this
+        process's subscriptions. Every row up to ``_watched_head`` was: this process's own
+        commits by their notification, other processes' by the watch's look. A row past it
+        (another process's that rang no bell yet, or never will: plain ``sqlite3``, a network
+        mount) makes the probe read, as does a store that has no watch."""
+        if self._watch is None:
+            return True
+        with self._head_lock:
+            announced = self._watched_head or 0
+        head = self._head()
+        return head is not None and head > announced
 
     def _head(self) -> int | None:
         [(head,)] = self._query(sql.HEAD, ())
