@@ -252,7 +252,7 @@ class SqliteEventStore:
             after_position=after_position,
             probe_interval=self._probe_interval,
             filter=filter,
-            unannounced=self._unannounced,
+            announced=self._announced,
         )
 
     def load_checkpoint(self, name: str) -> int | None:
@@ -372,29 +372,31 @@ class SqliteEventStore:
             rows = self._query(sql.WRITTEN_AFTER, (looked, _LOOK_AT_MOST + 1))
             if len(rows) > _LOOK_AT_MOST:  # a burst: every subscription looks for itself
                 head = self._head()
+                # Announced first: a probe that finds the head watched passes over it unread.
+                self._notifier.notify(None)
                 with self._head_lock:
                     self._watched_head = max(head or 0, self._watched_head or 0)
-                self._notifier.notify(None)
                 return
         except StoreError:  # closing, or the file is away: the probe carries on
             return
         if rows:
+            self._notifier.notify_rows(rows)  # announced first (as above)
             with self._head_lock:
                 self._watched_head = max(rows[-1][0], self._watched_head or 0)
-            self._notifier.notify_rows(rows)
 
-    def _unannounced(self) -> bool:
-        """A subscription's probe: whether the log may hold a row not yet announced to this
-        process's subscriptions. Every row up to ``_watched_head`` was: this process's own
-        commits by their notification, other processes' by the watch's look. A row past it
-        (another process's that rang no bell yet, or never will: plain ``sqlite3``, a network
-        mount) makes the probe read, as does a store that has no watch."""
+    def _announced(self) -> tuple[bool, int | None]:
+        """A subscription's probe: whether every row up to the log's head was announced to this
+        process's subscriptions, and the head. Every row up to ``_watched_head`` was, before it
+        moved there: this process's own commits by their notification, other processes' by the
+        watch's look. A row past it (another process's that rang no bell yet, or never will:
+        plain ``sqlite3``, a network mount) makes the probe read, as does a store with no
+        watch."""
         if self._watch is None:
-            return True
+            return False, None
         with self._head_lock:
             announced = self._watched_head or 0
         head = self._head()
-        return head is not None and head > announced
+        return head is None or head <= announced, head
 
     def _head(self) -> int | None:
         [(head,)] = self._query(sql.HEAD, ())

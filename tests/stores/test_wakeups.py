@@ -226,6 +226,11 @@ def test_a_sqlite_probe_rereads_no_row_announced_and_still_finds_a_silent_writer
         before = len(reads)
         assert sub.poll(0.3) is None  # about 30 probes
         assert len(reads) == before, "a probe must not read rows this process announced"
+        wanted = new_events(1, "Wanted")  # passed over unread, the rows before it stay so
+        store.append("mine", wanted, NO_STREAM)
+        [mine] = take(sub, 1, timeout=10)
+        assert isinstance(mine, RecordedEvent) and mine.id == wanted[0].id
+        assert reads[before:] == [3], "the read after the probes starts past the rows passed over"
         # A writer that rings no bell (plain sqlite3): only the probe can find its row.
         with contextlib.closing(sqlite3.connect(path)) as plain, plain:
             plain.execute(
