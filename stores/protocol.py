@@ -204,6 +204,22 @@ class Filter:
             )
         return True
 
+    def takes_type(self, event_type: str) -> bool:
+        """Whether an event of this type passes the filter in some stream.
+
+        >>> Filter(stream_prefixes=("order-",), event_types=("Placed",)).takes_type("Placed")
+        True
+        >>> Filter(event_type_prefixes=("Order",)).takes_type("Shipped")
+        False
+        """
+        if not self.include_system and event_type.startswith("$"):
+            return False
+        if self.event_types or self.event_type_prefixes:
+            return event_type in self.event_types or (
+                bool(self.event_type_prefixes) and event_type.startswith(self.event_type_prefixes)
+            )
+        return True
+
     def passes(self, event: RecordedEvent) -> bool:
         """Whether ``event`` passes the filter: :meth:`matches`, and its partition key
         (:meth:`Partitions.passes`)."""

@@ -25,7 +25,9 @@ import collections
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+
+import attrs
 
 from decider.stores.errors import StoreError
 from decider.stores.protocol import CaughtUp, Filter, NewEvent, RecordedEvent, StreamAppend
@@ -45,9 +47,9 @@ ReadHeadAndPage = Callable[[int | None, int], tuple[int | None, list[RecordedEve
 limit)`` read after it, in one call (a store for which each is a round trip joins them)."""
 
 
-Row = tuple[int, str, str, int | None]
-"""An event as another process's commit is announced: its position, stream, type and
-partition key."""
+Summed = tuple[str, int | None, int]
+"""What another process wrote, summed up by a store's look: an event type, a partition (of the
+count the look was made for; ``None``: no key) and the last position of such events."""
 
 Written = Sequence[tuple[str, str, int | None]]
 """What a commit wrote: each event's stream, type and partition key."""
@@ -81,6 +83,44 @@ class _ByType:
                 self.groups[item[1]] = [item]
             else:
                 group.append(item)
+
+
+@attrs.frozen
+class Gist:
+    """What commits wrote, in brief, for waking another process's subscriptions: the events'
+    types, their partition keys, and whether one had no key (streams are left out: one per
+    instance, too many to send).
+
+    A subscription may want such commits when its filter takes one of the types and its
+    partitions one of the keys (or an unknown one): the types and keys are matched apart, so a
+    gist wakes every subscription that one of its events would, and at times one more.
+
+    >>> from uuid import UUID
+    >>> placed = NewEvent(UUID(int=1), "Placed", b"{}", partition_key=7)
+    >>> gist = Gist.of([placed, NewEvent(UUID(int=2), "Paid", b"{}")])
+    >>> (sorted(gist.types), sorted(gist.keys), gist.unkeyed)
+    (['Paid', 'Placed'], [7], True)
+    """
+
+    types: frozenset[str]
+    keys: frozenset[int]
+    unkeyed: bool
+
+    @classmethod
+    def of(cls, events: Iterable[NewEvent]) -> Gist:
+        """The gist of a commit of ``events``."""
+        types: set[str] = set()
+        keys: set[int | None] = set()
+        for event in events:
+            types.add(event.type)
+            keys.add(event.partition_key)
+        unkeyed = None in keys
+        keys.discard(None)
+        return cls(frozenset(types), frozenset(k for k in keys if k is not None), unkeyed)
+
+    def __or__(self, other: Gist) -> Gist:
+        """The gist of both commits."""
+        return Gist(self.types | other.types, self.keys | other.keys, self.unkeyed or other.unkeyed)
 
 
 class LogNotifier:
@@ -129,15 +169,39 @@ class LogNotifier:
                 if not subscription.dirty and subscription.wants(told):
                     subscription.mark()
 
-    def notify_rows(self, rows: Sequence[Row]) -> None:
-        """Tell the subscriptions that the log holds ``rows`` (each event's position, stream,
-        type and partition key), written by some process: those that have not read past a row
-        their filter passes (its partitions included) look again. For a store that learns of
-        other processes' commits by looking (one look serves every subscription, and none reads
-        again what it has read)."""
+    def notify_gist(self, gist: Gist | None) -> bool:
+        """Tell the subscriptions that another process committed what ``gist`` says: those
+        that may want one of its events look again (every one when ``gist`` is ``None``:
+        unknown). Whether any subscription may want them (marked now or already)."""
+        wanted = False
         with self._lock:
             for subscription in self._subscriptions:
-                if not subscription.dirty and subscription.behind(rows):
+                if gist is None or subscription.may_want(gist):
+                    wanted = True
+                    if not subscription.dirty:
+                        subscription.mark()
+        return wanted
+
+    def partition_count(self) -> int:
+        """The partition count of the subscriptions that read some partitions only, when they
+        share one (what a store sums a look up by, :meth:`notify_written`); else 1."""
+        with self._lock:
+            counts = {subscription.partition_count for subscription in self._subscriptions}
+        found = [count for count in counts if count is not None]
+        return found[0] if len(found) == 1 else 1
+
+    def notify_written(self, written: Sequence[Summed], count: int) -> None:
+        """Tell the subscriptions that some process wrote what ``written`` sums up (each event
+        type and partition of ``count``, ``None`` for no key, with its last position): those
+        that have not read past an entry their filter may take (its types, and its partitions
+        when it counts ``count`` of them; the stream is not summed, so not checked) look again.
+        For a store that learns of other processes' commits by looking (one look serves every
+        subscription, and none reads again what it has read)."""
+        if not written:
+            return
+        with self._lock:
+            for subscription in self._subscriptions:
+                if not subscription.dirty and subscription.behind(written, count):
                     subscription.mark()
 
     def close(self) -> None:
@@ -202,16 +266,25 @@ class CatchUpSubscription:
         notifier, cleared before each read)."""
         notifier.attach(self)
 
-    def behind(self, rows: Sequence[Row]) -> bool:
-        """Whether a row of ``rows`` (position, stream, type, partition key) is past what
-        this subscription has read and passes its filter."""
+    @property
+    def partition_count(self) -> int | None:
+        """The count of partitions whose some it reads (``None``: it reads them all)."""
+        held = None if self._filter is None else self._filter.partitions
+        return None if held is None else held.count
+
+    def behind(self, written: Sequence[Summed], count: int) -> bool:
+        """Whether an entry of ``written`` (event type, partition of ``count`` or ``None``,
+        last position) is past what this subscription has read and may pass its filter (a
+        filter of another partition count takes every partition)."""
         position, pattern = self._position, self._filter
         held = None if pattern is None else pattern.partitions
+        if held is not None and held.count != count:
+            held = None
         return any(
             (position is None or at > position)
-            and (pattern is None or pattern.matches(stream, event_type))
-            and (held is None or held.passes(key))
-            for at, stream, event_type, key in rows
+            and (pattern is None or pattern.takes_type(event_type))
+            and (held is None or (held.unknown if partition is None else partition in held.held))
+            for event_type, partition, at in written
         )
 
     def mark(self) -> None:
@@ -233,7 +306,7 @@ class CatchUpSubscription:
         held = pattern.partitions
         if isinstance(written, _ByType):
             return any(
-                _type_may_pass(pattern, event_type)
+                pattern.takes_type(event_type)
                 and any(
                     pattern.matches(stream, event_type) and (held is None or held.passes(key))
                     for stream, _, key in group
@@ -244,6 +317,20 @@ class CatchUpSubscription:
             pattern.matches(stream, event_type) and (held is None or held.passes(key))
             for stream, event_type, key in written
         )
+
+    def may_want(self, gist: Gist) -> bool:
+        """Whether a commit of what ``gist`` says may hold an event that passes this
+        subscription's filter: one of its types passes the filter's types and one of its keys
+        (or an unknown one) the filter's partitions (the stream is not checked)."""
+        pattern = self._filter
+        if pattern is None:
+            return True
+        held = pattern.partitions
+        if held is not None and not (
+            (gist.unkeyed and held.unknown) or any(held.passes(key) for key in gist.keys)
+        ):
+            return False
+        return any(pattern.takes_type(event_type) for event_type in gist.types)
 
     @property
     def stopped(self) -> bool:
@@ -366,15 +453,3 @@ class CatchUpSubscription:
         if not self._caught_up:
             self._caught_up = True
             self._buffer.append(CaughtUp(self._position))
-
-
-def _type_may_pass(pattern: Filter, event_type: str) -> bool:
-    """Whether an event of ``event_type`` may pass ``pattern`` on some stream (its type's part
-    of :meth:`Filter.matches`)."""
-    if not pattern.include_system and event_type.startswith("$"):
-        return False
-    if pattern.event_types or pattern.event_type_prefixes:
-        return event_type in pattern.event_types or (
-            bool(pattern.event_type_prefixes) and event_type.startswith(pattern.event_type_prefixes)
-        )
-    return True

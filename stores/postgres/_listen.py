@@ -4,9 +4,12 @@ Every append sends a ``NOTIFY`` on its schema's channel when it commits. One thr
 (started by the first subscription) holds a connection that ``LISTEN``s on that channel, sleeps
 in ``select`` on its socket, and pokes the store's :class:`~decider.stores.subscription.LogNotifier`
 whenever something arrives from another store (its own notifications, sent by the store's
-announcer, are passed over: its subscriptions were woken when it committed); the subscriptions
-then read the log as usual. A notification carries nothing the readers rely on: it only says
-"look again".
+announcer, are passed over: its subscriptions were woken when it committed). A notification's
+payload is the gist of the commits it covers (:mod:`decider.stores.postgres._notify`): only the
+subscriptions that may want one of their events are woken (a process of a group, those of the
+partitions written), and they then read the log as usual. An empty or unreadable payload wakes
+every subscription. The readers never rely on the payload for what they read: it only says
+whom to tell "look again".
 
 A commit can be readable later than its notification: readers read only below the oldest
 transaction still in flight (:mod:`decider.stores.postgres.store`, "Ordering"), which may be one
@@ -35,7 +38,8 @@ import psycopg
 from psycopg import sql as pgsql
 from psycopg.rows import TupleRow
 
-from decider.stores.subscription import LogNotifier
+from decider.stores.postgres._notify import gist_of
+from decider.stores.subscription import Gist, LogNotifier
 
 _MAX_RETRY_DELAY = 2.0
 
@@ -117,12 +121,10 @@ class NotifyListener:
                 if wake in readable:
                     break
                 try:
-                    senders = {notify.pid for notify in connection.notifies(timeout=0)}
-                    if senders and senders == {self._own_pid()}:
-                        continue  # this store's own commits: announced in-process already
-                    self._notifier.notify()
-                    if readable:
-                        self._follow_held_back(connection)
+                    if not readable:  # the probe: wake every subscription
+                        self._notifier.notify()
+                        continue
+                    self._take_notifications(connection)
                 except psycopg.Error:
                     self._drop()
                     continue
@@ -132,14 +134,38 @@ class NotifyListener:
                 self._wake_reader.close()
                 self._wake_writer.close()
 
-    def _follow_held_back(self, connection: psycopg.Connection[TupleRow]) -> None:
-        """Poke the notifier again, after growing delays, while committed rows wait behind a
-        transaction in flight (psycopg's errors propagate)."""
+    def _take_notifications(self, connection: psycopg.Connection[TupleRow]) -> None:
+        """Wake the subscriptions that the notifications received concern, until none is left
+        (psycopg's errors propagate).
+
+        A notification that arrives while the held-back check runs is kept by psycopg, not left
+        on the socket, so ``select`` would not see it: it is taken here, or it would wait for
+        the probe.
+        """
+        own = self._own_pid()
+        while True:
+            notifies = list(connection.notifies(timeout=0))
+            if not notifies:
+                return
+            # This store's own are passed over: announced in-process already.
+            gists = [gist_of(notify.payload) for notify in notifies if notify.pid != own]
+            if gists:
+                gist = _union(gists)
+                # Rows held back concern only the subscriptions that want them: when none
+                # does, there is nobody to wake again, and no need to ask.
+                if self._notifier.notify_gist(gist):
+                    self._follow_held_back(connection, gist)
+
+    def _follow_held_back(
+        self, connection: psycopg.Connection[TupleRow], gist: Gist | None
+    ) -> None:
+        """Poke the subscriptions that ``gist`` concerns again, after growing delays, while
+        committed rows wait behind a transaction in flight (psycopg's errors propagate)."""
         delay = 0.002
         while connection.execute(self._held_back).fetchone() == (True,):
             if self._sleep(delay):
                 return
-            self._notifier.notify()
+            self._notifier.notify_gist(gist)
             delay = min(delay * 2, HELD_BACK_MAX_DELAY)
 
     def _reconnect(self) -> bool:
@@ -165,3 +191,13 @@ class NotifyListener:
         connection, self._connection = self._connection, None
         if connection is not None:
             connection.close()
+
+
+def _union(gists: list[Gist | None]) -> Gist | None:
+    """What several notifications cover together (``None``, unknown, if one's is)."""
+    first = gists[0]
+    for gist in gists[1:]:
+        if first is None or gist is None:
+            return None
+        first = first | gist
+    return first

@@ -8,6 +8,13 @@ single file. So the store notifies *after* its commits, from a connection of its
 and coalesces: while it sends, further commits only mark that another notification is due.
 A notification only says "look again": the readers trust the log, never the message.
 
+Its payload says where to look: the :class:`~decider.stores.subscription.Gist` of the commits
+it covers (their events' types and partition keys, JSON), so a listener wakes only the
+subscriptions that may want one of them: a process of a group is not woken by the commits of
+partitions it does not hold. A payload that would pass :data:`PAYLOAD_LIMIT` bytes (many
+instances' keys) is sent empty, which wakes every subscription, as a commit whose gist is
+unknown does.
+
 No linger: the thread sends as soon as its previous notification is done, so a lone commit is
 announced at once and, under a steady stream of commits, every commit made while one
 notification is in flight is announced by the next (at most one notification per round trip,
@@ -21,11 +28,51 @@ other processes still look again within their probe interval
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 from collections.abc import Callable
 
 import psycopg
 from psycopg.rows import TupleRow
+
+from decider.stores.subscription import Gist
+
+PAYLOAD_LIMIT = 7900
+"""The longest payload sent, in bytes (PostgreSQL refuses 8000 or more); a longer one is sent
+empty: "wake every subscription"."""
+
+
+def payload(gist: Gist | None) -> str:
+    """The notification's payload for ``gist``: ``""`` (wake all) when unknown or too long.
+
+    >>> payload(Gist(frozenset({"Placed"}), frozenset({7, 3}), False))
+    '[["Placed"],[3,7],0]'
+    >>> payload(None)
+    ''
+    """
+    if gist is None:
+        return ""
+    text = json.dumps(
+        [sorted(gist.types), sorted(gist.keys), int(gist.unkeyed)], separators=(",", ":")
+    )
+    return text if len(text.encode()) <= PAYLOAD_LIMIT else ""
+
+
+def gist_of(text: str) -> Gist | None:
+    """The gist a payload carries; ``None`` (wake all) for ``""`` or anything unreadable.
+
+    >>> gist_of('[["Placed"],[3,7],0]') == Gist(frozenset({"Placed"}), frozenset({3, 7}), False)
+    True
+    >>> gist_of("") is None and gist_of("[1") is None
+    True
+    """
+    try:
+        types, keys, unkeyed = json.loads(text)
+        return Gist(
+            frozenset(str(t) for t in types), frozenset(int(k) for k in keys), bool(unkeyed)
+        )
+    except (ValueError, TypeError):
+        return None
 
 
 class CommitAnnouncer:
@@ -43,16 +90,25 @@ class CommitAnnouncer:
         self._name = name
         self._condition = threading.Condition()
         self._pending = False
+        self._gist: Gist | None = None
+        """What the pending notification covers (``None``: unknown, wake all)."""
         self._closed = False
         self._thread: threading.Thread | None = None
         self._connection: psycopg.Connection[TupleRow] | None = None
 
-    def announce(self) -> None:
-        """Make sure a notification goes out after this call (from the sending thread)."""
+    def announce(self, gist: Gist | None) -> None:
+        """Make sure a notification covering ``gist`` (``None``: unknown) goes out after this
+        call (from the sending thread)."""
         with self._condition:
-            if self._closed or self._pending:
-                return  # pending: the thread has yet to take it, and sends after this commit
+            if self._closed:
+                return
+            if self._pending:
+                # The thread has yet to take it, and sends after this commit: it covers both.
+                if self._gist is not None:
+                    self._gist = None if gist is None else self._gist | gist
+                return
             self._pending = True
+            self._gist = gist
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
                 self._thread.start()
@@ -82,18 +138,19 @@ class CommitAnnouncer:
                     if not self._pending:
                         return
                     self._pending = False
-                self._send()  # commits meanwhile only mark the next one pending
+                    gist = self._gist
+                self._send(payload(gist))  # commits meanwhile only mark the next one pending
         finally:
             if self._connection is not None:
                 self._connection.close()
 
-    def _send(self) -> None:
+    def _send(self, text: str) -> None:
         try:
             if self._connection is None:
                 connection = self._connect()
                 connection.execute("SET synchronous_commit TO off")
                 self._connection = connection
-            self._connection.execute(self._notify)
+            self._connection.execute(self._notify, (text,))
         except psycopg.Error:
             # Dropped: the listeners' probe still finds the commit (module docstring).
             with contextlib.suppress(psycopg.Error):

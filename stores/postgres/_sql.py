@@ -286,7 +286,7 @@ COMMIT;
                 f" SELECT position, {_LOCK_OWN} FROM (SELECT max(position) AS position"
                 " FROM written) AS w WHERE position IS NOT NULL"
             ),
-            notify=f"SELECT pg_notify({_literal(channel(schema))}, '')",
+            notify=f"SELECT pg_notify({_literal(channel(schema))}, %s)",
             # Waits for the appends (of any store) older than transaction %s still in flight;
             # (how many, the oldest transaction in flight when the statement began). The
             # second says whether the horizon had passed %s before any wait (see

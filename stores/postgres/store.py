@@ -133,6 +133,7 @@ from decider.stores.protocol import (
 )
 from decider.stores.subscription import (
     CatchUpSubscription,
+    Gist,
     LogNotifier,
     Written,
     written_by,
@@ -268,6 +269,7 @@ class PostgresEventStore:
             result = self._write(
                 lambda c, _: append_one(self._sql, c, stream, events, expected_revision, now),
                 written_to(stream, events),
+                events,
             )
         self._wrote(result.position)
         return result
@@ -285,7 +287,7 @@ class PostgresEventStore:
                 return None
         if result is not None:
             self._notifier.notify(written_to(stream, events))
-            self._announcer.announce()
+            self._announcer.announce(Gist.of(events))
         return result
 
     def append_batch(
@@ -349,7 +351,9 @@ class PostgresEventStore:
                 connection.cursor().executemany(self._sql.save_checkpoint, checkpoints)
             return lambda: [result() for result in results]
 
-        stored = self._write(body, written_by(appends))
+        stored = self._write(
+            body, written_by(appends), [event for item in appends for event in item.events]
+        )
         if stored:
             self._wrote(max(result.position for result in stored))
         return stored
@@ -503,11 +507,14 @@ class PostgresEventStore:
             return cursor.fetchall() if fetch else []
 
     def _write(
-        self, body: Callable[[_Connection, bool], Callable[[], _T]], written: Written | None
+        self,
+        body: Callable[[_Connection, bool], Callable[[], _T]],
+        written: Written | None,
+        events: Sequence[NewEvent],
     ) -> _T:
         """Run ``body`` in a write transaction, then wake the subscriptions that read what it
-        ``written`` (in the other processes too, if it wrote events); ``body`` returns how to
-        read its result once the transaction ends.
+        ``written`` (in the other processes too, if it wrote ``events``: those that may want
+        one of them); ``body`` returns how to read its result once the transaction ends.
 
         A transaction that loses a race for a stream's next revision (the ``(stream,
         revision)`` key) is rolled back and run again: its reads then see the winner's events,
@@ -517,7 +524,7 @@ class PostgresEventStore:
         result = write_transaction(self._using, self._connections, body, self._name)
         if written is None or written:
             self._notifier.notify(written)
-            self._announcer.announce()
+            self._announcer.announce(Gist.of(events))
         return result
 
     def _wrote(self, position: int) -> None:

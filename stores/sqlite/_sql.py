@@ -84,10 +84,12 @@ READ_STREAM = (
     f"SELECT {COLUMNS} FROM events WHERE stream = ? AND revision >= ? ORDER BY revision LIMIT ?"
 )
 HEAD = "SELECT max(position) FROM events"
-WRITTEN_AFTER = (
-    "SELECT position, stream, type, partition_key FROM events WHERE position > ?"
-    " ORDER BY position LIMIT ?"
+WRITTEN_BETWEEN = (
+    "SELECT type, partition_key % ?, max(position) FROM events"
+    " WHERE position > ? AND position <= ? GROUP BY 1, 2"
 )
+"""What was written after a position up to another, in brief: each type and partition (of
+the count given; ``NULL``: no key) with its last position."""
 LOAD_CHECKPOINT = "SELECT position FROM checkpoints WHERE name = ?"
 SAVE_CHECKPOINT = (
     "INSERT INTO checkpoints (name, position) VALUES (?, ?)"

@@ -76,8 +76,9 @@ SYNCHRONOUS_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
 """The accepted values of ``synchronous`` (SQLite's ``PRAGMA synchronous``)."""
 
 
-_LOOK_AT_MOST = 64
-"""How many new rows the doorbell's look reads before it wakes every subscription instead."""
+_LOOK_AT_MOST = 10_000
+"""How many positions past its last look the doorbell's look sums up at most; past that it
+wakes every subscription instead."""
 
 
 class SqliteEventStore:
@@ -363,26 +364,31 @@ class SqliteEventStore:
                 self._watch = start_watch(self._path, self._file_written)
 
     def _file_written(self) -> None:
-        """On the watch's thread: some process rang the doorbell. Read what was written since
-        the last look (position, stream, type) and wake the subscriptions that have not read a
-        row they want: this process's own commits, already announced, wake nobody again."""
+        """On the watch's thread: some process rang the doorbell. Sum up what was written since
+        the last look (each type and partition with its last position, counted in the
+        database) and wake the subscriptions that have not read past something they may want:
+        this process's own commits, already announced, wake nobody again."""
         try:
             with self._head_lock:
                 looked = self._watched_head or 0
-            rows = self._query(sql.WRITTEN_AFTER, (looked, _LOOK_AT_MOST + 1))
-            if len(rows) > _LOOK_AT_MOST:  # a burst: every subscription looks for itself
-                head = self._head()
+            head = self._head()
+            if head is None or head <= looked:
+                return
+            if head - looked > _LOOK_AT_MOST:  # a burst: every subscription looks for itself
                 # Announced first: a probe that finds the head watched passes over it unread.
                 self._notifier.notify(None)
                 with self._head_lock:
-                    self._watched_head = max(head or 0, self._watched_head or 0)
+                    self._watched_head = max(head, self._watched_head or 0)
                 return
+            count = self._notifier.partition_count()
+            rows = self._query(sql.WRITTEN_BETWEEN, (count, looked, head))
         except StoreError:  # closing, or the file is away: the probe carries on
             return
-        if rows:
-            self._notifier.notify_rows(rows)  # announced first (as above)
-            with self._head_lock:
-                self._watched_head = max(rows[-1][0], self._watched_head or 0)
+        self._notifier.notify_written(  # announced first (as above)
+            [(event_type, partition, position) for event_type, partition, position in rows], count
+        )
+        with self._head_lock:
+            self._watched_head = max(head, self._watched_head or 0)
 
     def _announced(self) -> tuple[bool, int | None]:
         """A subscription's probe: whether every row up to the log's head was announced to this

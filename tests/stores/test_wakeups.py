@@ -4,6 +4,8 @@
   commit of others' events (or of checkpoints and leases) costs them no read.
 - Across processes on SQLite, the writer's doorbell wakes the reader at once: these tests give
   the reader a probe of an hour, so only the doorbell can deliver within the test's patience.
+  The reader's look sums up what was written by type and partition: a commit of partitions a
+  subscription does not hold does not make it read.
 - SQLite's probe reads the log only when a row there was not announced: this process's own
   commits cost a subscription that passes none of their events no read, and a writer that rings
   no bell is still found.
@@ -22,7 +24,16 @@ from pathlib import Path
 
 import pytest
 
-from decider.stores import ALL, ANY, NO_STREAM, CaughtUp, Filter, RecordedEvent, StreamAppend
+from decider.stores import (
+    ALL,
+    ANY,
+    NO_STREAM,
+    CaughtUp,
+    Filter,
+    Partitions,
+    RecordedEvent,
+    StreamAppend,
+)
 from decider.stores.contract import new_events, take
 from decider.stores.memory import MemoryEventStore
 from decider.stores.sqlite import SqliteEventStore
@@ -124,8 +135,15 @@ from decider.stores import ANY, NewEvent
 from decider.stores.sqlite import SqliteEventStore
 store = SqliteEventStore(sys.argv[1])
 for line in sys.stdin:
-    number = int(line.split('-')[1])
-    store.append(line.strip(), [NewEvent(uuid.UUID(int=number), 'Rung', b'{}')], ANY)
+    stream, *more = line.split()
+    number = int(stream.split('-')[1])
+    key = int(more[0]) if more else None
+    count = int(more[1]) if len(more) > 1 else 1
+    events = [
+        NewEvent(uuid.UUID(int=number * 1000 + n), 'Rung', b'{}', partition_key=key)
+        for n in range(count)
+    ]
+    store.append(stream, events, ANY)
     print('appended', flush=True)
 """
 
@@ -189,6 +207,42 @@ def test_a_subscription_takes_only_what_it_wants_from_another_process(
         assert reader.read_stream("other-1", 0, 10)  # it was written, and passed over
     finally:
         sub.stop()
+
+
+def test_another_process_s_commit_of_partition_3_costs_a_holder_of_partition_5_no_read(
+    writer: tuple[SqliteEventStore, subprocess.Popen[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reader, process = writer
+    five = Filter(partitions=Partitions(count=8, held=frozenset({5}), unknown=False))
+    reads: list[Filter] = []
+    real = reader.read_all
+
+    def counted(
+        after: int | None = None, limit: int | None = None, filter: Filter = ALL
+    ) -> list[RecordedEvent]:
+        reads.append(filter)
+        return real(after, limit, filter)
+
+    monkeypatch.setattr(reader, "read_all", counted)
+    sub, everything = reader.subscribe(None, five), reader.subscribe(None)
+    try:
+        assert isinstance(take(sub, 1)[0], CaughtUp)
+        assert isinstance(take(everything, 1)[0], CaughtUp)
+        before = reads.count(five)
+        for number in range(1, 4):
+            _append_there(process, f"three-{number} {3 + 8 * number}")
+        _append_there(process, "burst-4 11 200")  # more rows than one look used to read
+        # The unfiltered one was woken by the same looks, in the same pass.
+        streams = [getattr(item, "stream", None) for item in take(everything, 203, timeout=10)]
+        assert streams == ["three-1", "three-2", "three-3"] + ["burst-4"] * 200
+        assert sub.poll(0) is None
+        assert reads.count(five) == before, "commits of partition 3 made partition 5's read"
+        _append_there(process, "five-5 13")
+        [event] = take(sub, 1, timeout=10)
+        assert isinstance(event, RecordedEvent) and event.stream == "five-5"
+    finally:
+        sub.stop()
+        everything.stop()
 
 
 def test_the_doorbell_is_beside_the_file_and_an_in_memory_store_has_none(tmp_path: Path) -> None:
