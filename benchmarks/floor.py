@@ -7,8 +7,10 @@ dicts, the store's own schema and indexes (SQLite: WAL and ``synchronous=FULL``)
 500 inputs and one transaction per batch per stage (the workflow stage, then the command stage,
 until every fine is issued). It reads the same inputs, runs the same ``decide``/``evolve`` and
 the same handlers, and writes the same 11 rows per workflow with derived ids
-(:func:`decider.event_id`) and the same metadata, with each stage's checkpoint in the batch's
-transaction. That loop is the floor: what the work costs with nothing around it.
+(:func:`decider.event_id`), the same metadata and the same partition keys (the instance
+stream's ``crc32``, :func:`~decider.processors.group.partitions.stream_key`, computed once per
+instance; none on the routed fines), with each stage's checkpoint in the batch's transaction.
+That loop is the floor: what the work costs with nothing around it.
 
 The live shape (SQLite): the same service, started on an empty store while another process
 publishes the N reports (one ``App.publish`` each, as fast as it goes), against the catch-up
@@ -17,8 +19,9 @@ with both rates (workflows per second; the live one from the publisher's first r
 last fine, so bounded by the publisher) beside it. Its rows must be the catch-up run's.
 
 Both sides publish the same inputs (fixed message ids), so they must write the same rows: each
-side reports a digest of the rows it wrote (stream, revision, id, type, data, metadata), and a
-run whose digests differ, or that did not write 11 events per workflow, fails.
+side reports a digest of the rows it wrote (stream, revision, id, type, data, metadata,
+partition key), and a run whose digests differ, or that did not write 11 events per workflow,
+fails.
 
 CPU per workflow: the service's is the process's CPU (all threads, ``getrusage``) less the
 observer thread's (the benchmark's own thread that waits for the last fine, timed by
@@ -56,6 +59,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
 from typing import Any
+from zlib import crc32
 
 from benchmarks import pg
 from benchmarks.end_to_end import RunFailed, _open_store, _python_env, _wait_for_fines
@@ -101,6 +105,10 @@ _TICK = os.sysconf("SC_CLK_TCK")
 _JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 _WORKFLOW_CHECKPOINT = f"{sample.app.name}.workflow.{workflow.name}"
 _COMMAND_CHECKPOINT = f"{sample.app.name}.commands"
+
+
+_Row = tuple[str, int, bytes, str, bytes, bytes, int | None]
+"""stream, revision, event id (16 bytes), type, data, metadata, partition key."""
 
 
 def _message_id(index: int) -> str:
@@ -222,7 +230,7 @@ def _server_seconds(before: dict[int, float], after: dict[int, float]) -> float:
     return sum(seconds - before.get(pid, 0.0) for pid, seconds in after.items())
 
 
-def _digest(rows: Iterable[tuple[str, int, bytes, str, bytes, bytes]]) -> dict[str, Any]:
+def _digest(rows: Iterable[_Row]) -> dict[str, Any]:
     """What a side wrote besides the inputs: a digest of its rows, and their shape.
 
     The issued fines' revisions are left out: fines of different workflows may be issued in
@@ -242,9 +250,17 @@ def _digest(rows: Iterable[tuple[str, int, bytes, str, bytes, bytes]]) -> dict[s
     return {"digest": digest.hexdigest(), "events": events, "streams": dict(streams)}
 
 
-def _store_rows(store: EventStore) -> list[tuple[str, int, bytes, str, bytes, bytes]]:
+def _store_rows(store: EventStore) -> list[_Row]:
     return [
-        (e.stream, e.revision, e.id.bytes, e.type, bytes(e.data), bytes(e.metadata))
+        (
+            e.stream,
+            e.revision,
+            e.id.bytes,
+            e.type,
+            bytes(e.data),
+            bytes(e.metadata),
+            e.partition_key,
+        )
         for e in store.read_all(None, None)
     ]
 
@@ -372,8 +388,6 @@ def publish_once(kind: str, n: int, directory: Path) -> dict[str, Any]:
 
 # The loop ---------------------------------------------------------------------------------
 
-_Row = tuple[str, int, bytes, str, bytes, bytes]
-"""stream, revision, event id (16 bytes), type, data, metadata."""
 _Read = tuple[int, str, bytes, bytes]
 """position, type, data, metadata."""
 
@@ -407,8 +421,9 @@ class _SqliteLoop:
         now = datetime.now(UTC).isoformat()
         self.db.execute("BEGIN")
         self.db.executemany(
-            "INSERT INTO events (stream, revision, event_id, type, data, metadata, recorded_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO events"
+            " (stream, revision, event_id, type, data, metadata, partition_key, recorded_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             [(*row, now) for row in rows],
         )
         self.db.execute(
@@ -420,7 +435,7 @@ class _SqliteLoop:
 
     def rows(self) -> list[_Row]:
         return self.db.execute(
-            "SELECT stream, revision, event_id, type, data, metadata FROM events"
+            "SELECT stream, revision, event_id, type, data, metadata, partition_key FROM events"
         ).fetchall()
 
     def close(self) -> None:
@@ -431,7 +446,7 @@ class _MemoryLoop:
     """The loop's store in memory: a list of rows, a dict of checkpoints."""
 
     def __init__(self, published: list[_Row]) -> None:
-        self.log: list[tuple[str, int, bytes, str, bytes, bytes, datetime]] = []
+        self.log: list[tuple[str, int, bytes, str, bytes, bytes, int | None, datetime]] = []
         self.checkpoints: dict[str, int] = {}
         for row in published:
             self.log.append((*row, datetime.now(UTC)))
@@ -459,7 +474,7 @@ class _MemoryLoop:
         self.checkpoints[checkpoint] = position
 
     def rows(self) -> list[_Row]:
-        return [row[:6] for row in self.log]
+        return [row[:7] for row in self.log]
 
     def close(self) -> None:
         pass
@@ -500,12 +515,15 @@ class _PostgresLoop:
         with self.db.cursor() as cursor:
             cursor.executemany(
                 f"INSERT INTO {self._events}"
-                " (position, stream, revision, event_id, type, data, metadata, recorded_at)"
+                " (position, stream, revision, event_id, type, data, metadata, partition_key,"
+                " recorded_at)"
                 " VALUES ((pg_current_xact_id()::text::bigint << 20) + %s,"
-                " %s, %s, %s, %s, %s, %s, now())",
+                " %s, %s, %s, %s, %s, %s, %s, now())",
                 [
-                    (index, stream, revision, uuid.UUID(bytes=id_), type_name, data, metadata)
-                    for index, (stream, revision, id_, type_name, data, metadata) in enumerate(rows)
+                    (index, stream, revision, uuid.UUID(bytes=id_), type_name, data, metadata, key)
+                    for index, (stream, revision, id_, type_name, data, metadata, key) in (
+                        enumerate(rows)
+                    )
                 ],
             )
             cursor.execute(
@@ -517,10 +535,11 @@ class _PostgresLoop:
 
     def rows(self) -> list[_Row]:
         rows = self.db.execute(
-            f"SELECT stream, revision, event_id, type, data, metadata FROM {self._events}"
+            "SELECT stream, revision, event_id, type, data, metadata, partition_key"
+            f" FROM {self._events}"
         ).fetchall()
         self.db.commit()
-        return [(s, r, i.bytes, t, bytes(d), bytes(m)) for s, r, i, t, d, m in rows]
+        return [(s, r, i.bytes, t, bytes(d), bytes(m), k) for s, r, i, t, d, m, k in rows]
 
     def close(self) -> None:
         self.db.close()
@@ -617,7 +636,8 @@ def _loop(store: _LoopStore, n: int) -> int:
     """The floor: both stages in turn, a batch each, until ``n`` fines are issued; the fines."""
     decode, encode, loads, dumps = _DECODE, _ENCODE, json.loads, _JSON.encode
     decide, evolve = workflow.decide, workflow.evolve
-    states: dict[str, tuple[Any, int]] = {}  # instance id -> (state, next revision)
+    # instance id -> (state, next revision, its stream, its partition key: made once)
+    states: dict[str, tuple[Any, int, str, int]] = {}
     issued_revision = 0
     after_inputs = after_sent = 0
     while issued_revision < n:
@@ -630,13 +650,15 @@ def _loop(store: _LoopStore, n: int) -> int:
             if type_name == "fines.PoliceReportPublished":
                 instance = message.police_report_id
                 state, revision = workflow.initial_state, 0
+                stream = instance_stream(workflow.name, instance)
+                key = crc32(stream.encode())  # stream_key's: the instance stream's crc32
                 events: list[tuple[Any, str, bytes]] = [
                     (Began(), "Began", b"{}"),
                     (InitiatedBy(message), "InitiatedBy:" + type_name, data),
                 ]
             else:
                 instance = metadata["correlation_id"]
-                state, revision = states[instance]
+                state, revision, stream, key = states[instance]
                 events = [(Received(message), "Received:" + type_name, data)]
             # decide sees the state before the input; every event recorded then moves it.
             for command in decide(message, state):
@@ -646,7 +668,6 @@ def _loop(store: _LoopStore, n: int) -> int:
                     events.append((sent, "Sent:" + name, dumps(to_dict(command.message)).encode()))
                 else:
                     events.append((Completed(), "Completed", b"{}"))
-            stream = instance_stream(workflow.name, instance)
             for index, (event, stored_type, stored_data) in enumerate(events):
                 state = evolve(state, event)
                 new_id = event_id(stream, cause, index)
@@ -658,9 +679,10 @@ def _loop(store: _LoopStore, n: int) -> int:
                         stored_type,
                         stored_data,
                         _metadata(str(new_id), instance, cause),
+                        key,
                     )
                 )
-            states[instance] = (state, revision + len(events))
+            states[instance] = (state, revision + len(events), stream, key)
         if batch:
             after_inputs = batch[-1][0]
             store.write(rows, _WORKFLOW_CHECKPOINT, after_inputs)
@@ -681,11 +703,13 @@ def _loop(store: _LoopStore, n: int) -> int:
                         command_type,
                         data,
                         _metadata(str(new_id), correlation, command_id),
+                        None,  # a routed copy: no instance's key (the router's own)
                     )
                 )
                 issued_revision += 1
                 continue
             handler = _HANDLERS[command_type]
+            key = states[correlation][3]  # a handler's results: inputs of the instance
             results = handler(decode[command_type](loads(data)), command_id)
             stream = stream_name(handler.__name__, command_id)
             for index, result in enumerate(results):
@@ -699,6 +723,7 @@ def _loop(store: _LoopStore, n: int) -> int:
                         name,
                         dumps(to_dict(result)).encode(),
                         _metadata(str(new_id), correlation, command_id),
+                        key,
                     )
                 )
         if commands:

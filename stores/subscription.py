@@ -8,7 +8,12 @@ then waits for live events. It never polls in a busy loop: an idle subscription 
 of its own (a ``threading.Event``) that the notifier rings only for commits its filter passes.
 Stores whose log can also grow from another process (SQLite on a shared file) pass
 ``probe_interval``: the waiting subscription then checks the head every so often, a query that
-costs microseconds, as a backstop to the store's own cross-process wake-up.
+costs microseconds, as a backstop to the store's own cross-process wake-up. A store that knows
+which rows it has announced (SQLite, whose watch reads what other processes wrote) also passes
+``announced``: a probe then reads the log only if a row there was not announced, and otherwise
+moves the subscription's position to the head without reading (an announced row it wants has
+already marked it), so a subscription whose filter passes none of this process's rows never
+reads them.
 
 No background thread is involved: the consumer's own :meth:`~CatchUpSubscription.poll` (or
 iteration) does the reading, so a subscription that nobody polls costs nothing.
@@ -32,6 +37,10 @@ ReadPage = Callable[[int | None, int], list[RecordedEvent]]
 
 ReadHead = Callable[[], int | None]
 """``head()``: the last position of the whole log (matching or not), ``None`` if it is empty."""
+
+Announced = Callable[[], tuple[bool, int | None]]
+"""``announced()``: whether every row up to the log's head was announced to the notifier (the
+announcement done: each marked every subscription whose filter passes it), and that head."""
 
 ReadHeadAndPage = Callable[[int | None, int], tuple[int | None, list[RecordedEvent]]]
 """``head_and_page(after_position, limit)``: ``head()``, then ``read_page(after_position,
@@ -215,6 +224,9 @@ class CatchUpSubscription:
 
     ``probe_interval`` (seconds, or ``None``) bounds how long a wait may last before the head is
     checked again: the backstop for appends made by another process that no wake-up announced.
+    With ``announced`` (:data:`Announced`), a probe reads the log only when a row may not have
+    been announced; else it moves the position to the head unread (an announced row that this
+    subscription wants has marked it, and then it reads).
     """
 
     def __init__(
@@ -228,6 +240,7 @@ class CatchUpSubscription:
         probe_interval: float | None = None,
         head_and_page: ReadHeadAndPage | None = None,
         filter: Filter | None = None,
+        announced: Announced | None = None,
     ) -> None:
         if page_size < 1:
             raise ValueError(f"page_size must be at least 1, got {page_size}")
@@ -240,6 +253,7 @@ class CatchUpSubscription:
         self._position = after_position
         self._page_size = page_size
         self._probe_interval = probe_interval
+        self._announced = announced
         self._buffer: collections.deque[RecordedEvent | CaughtUp] = collections.deque()
         self._filter = filter
         self._caught_up = False
@@ -383,8 +397,32 @@ class CatchUpSubscription:
                 continue
             told = self._bell.wait(wait)
             if not told and self._probe_interval is not None and wait >= self._probe_interval:
-                self.dirty = True  # the probe: another process may have appended
+                self._probe()  # another process may have appended
         return None
+
+    def _probe(self) -> None:
+        """Read the log again if a row may not have been announced; else pass over every row up
+        to the head unread. Only ever sets :attr:`dirty` (a mark meanwhile is kept)."""
+        if self._announced is None:
+            self.dirty = True
+            return
+        try:
+            announced, head = self._announced()
+        except StoreError:  # the read that follows says what is wrong, or ends quietly
+            self.dirty = True
+            return
+        if not announced:
+            self.dirty = True
+        elif (
+            # Every row up to the head was announced before the look, so one this subscription
+            # wants (past its position: committed after its last read began) marked it dirty.
+            not self.dirty
+            and self._caught_up
+            and not self._buffer
+            and head is not None
+            and (self._position is None or head > self._position)
+        ):
+            self._position = head
 
     def _ready(self) -> bool:
         return self.dirty or self._stopped or self._woken or self._notifier.closed

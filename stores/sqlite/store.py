@@ -253,6 +253,7 @@ class SqliteEventStore:
             after_position=after_position,
             probe_interval=self._probe_interval,
             filter=filter,
+            announced=self._announced,
         )
 
     def load_checkpoint(self, name: str) -> int | None:
@@ -374,19 +375,34 @@ class SqliteEventStore:
             if head is None or head <= looked:
                 return
             if head - looked > _LOOK_AT_MOST:  # a burst: every subscription looks for itself
+                # Announced first: a probe that finds the head watched passes over it unread.
+                self._notifier.notify(None)
                 with self._head_lock:
                     self._watched_head = max(head, self._watched_head or 0)
-                self._notifier.notify(None)
                 return
             count = self._notifier.partition_count()
             rows = self._query(sql.WRITTEN_BETWEEN, (count, looked, head))
         except StoreError:  # closing, or the file is away: the probe carries on
             return
-        with self._head_lock:
-            self._watched_head = max(head, self._watched_head or 0)
-        self._notifier.notify_written(
+        self._notifier.notify_written(  # announced first (as above)
             [(event_type, partition, position) for event_type, partition, position in rows], count
         )
+        with self._head_lock:
+            self._watched_head = max(head, self._watched_head or 0)
+
+    def _announced(self) -> tuple[bool, int | None]:
+        """A subscription's probe: whether every row up to the log's head was announced to this
+        process's subscriptions, and the head. Every row up to ``_watched_head`` was, before it
+        moved there: this process's own commits by their notification, other processes' by the
+        watch's look. A row past it (another process's that rang no bell yet, or never will:
+        plain ``sqlite3``, a network mount) makes the probe read, as does a store with no
+        watch."""
+        if self._watch is None:
+            return False, None
+        with self._head_lock:
+            announced = self._watched_head or 0
+        head = self._head()
+        return head is None or head <= announced, head
 
     def _head(self) -> int | None:
         [(head,)] = self._query(sql.HEAD, ())

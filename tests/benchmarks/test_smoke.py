@@ -243,8 +243,8 @@ def test_the_live_shape_is_measured_against_the_catch_up_run(
 
 
 def test_the_floor_compares_rows_but_not_the_order_of_the_fines() -> None:
-    def row(stream: str, revision: int, data: bytes) -> tuple[str, int, bytes, str, bytes, bytes]:
-        return (stream, revision, b"id-" + data, "t", data, b"{}")
+    def row(stream: str, revision: int, data: bytes, key: int | None = 7) -> floor._Row:
+        return (stream, revision, b"id-" + data, "t", data, b"{}", key)
 
     one = [row("fines-issued", 0, b"a"), row("fines-issued", 1, b"b"), row("W-1", 0, b"c")]
     other = [row("fines-issued", 0, b"b"), row("fines-issued", 1, b"a"), row("W-1", 0, b"c")]
@@ -254,6 +254,9 @@ def test_the_floor_compares_rows_but_not_the_order_of_the_fines() -> None:
     assert floor._digest(one)["streams"] == {"fines": 2, "W": 1}
     assert floor._digest(one) != floor._digest([*one[:2], row("W-1", 1, b"c")])
     assert floor._digest(one) != floor._digest([*one[:2], row("W-1", 0, b"d")])
+    # The partition key is compared too (the service writes each instance's).
+    assert floor._digest(one) != floor._digest([*one[:2], row("W-1", 0, b"c", key=8)])
+    assert floor._digest(one) != floor._digest([*one[:2], row("W-1", 0, b"c", key=None)])
 
 
 def test_one_group_runs_alone_and_serialises() -> None:

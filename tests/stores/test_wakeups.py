@@ -6,11 +6,16 @@
   the reader a probe of an hour, so only the doorbell can deliver within the test's patience.
   The reader's look sums up what was written by type and partition: a commit of partitions a
   subscription does not hold does not make it read.
+- SQLite's probe reads the log only when a row there was not announced: this process's own
+  commits cost a subscription that passes none of their events no read, and a writer that rings
+  no bell is still found.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -251,3 +256,44 @@ def test_the_doorbell_is_beside_the_file_and_an_in_memory_store_has_none(tmp_pat
     memory = SqliteEventStore(":memory:")
     memory.append("s", new_events(1), ANY)
     memory.close()
+
+
+def test_a_sqlite_probe_rereads_no_row_announced_and_still_finds_a_silent_writer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "events.db"
+    store = SqliteEventStore(path, probe_interval=0.01)
+    reads: list[int | None] = []
+    read_all = store.read_all
+
+    def counted(
+        after: int | None = None, limit: int | None = None, filter: Filter = ALL
+    ) -> list[RecordedEvent]:
+        reads.append(after)
+        return read_all(after, limit, filter)
+
+    monkeypatch.setattr(store, "read_all", counted)
+    sub = store.subscribe(None, Filter(event_types=("Wanted",)))
+    try:
+        assert take(sub, 1) == [CaughtUp(position=None)]
+        store.append("other", new_events(3, "Unwanted"), NO_STREAM)
+        before = len(reads)
+        assert sub.poll(0.3) is None  # about 30 probes
+        assert len(reads) == before, "a probe must not read rows this process announced"
+        wanted = new_events(1, "Wanted")  # passed over unread, the rows before it stay so
+        store.append("mine", wanted, NO_STREAM)
+        [mine] = take(sub, 1, timeout=10)
+        assert isinstance(mine, RecordedEvent) and mine.id == wanted[0].id
+        assert reads[before:] == [3], "the read after the probes starts past the rows passed over"
+        # A writer that rings no bell (plain sqlite3): only the probe can find its row.
+        with contextlib.closing(sqlite3.connect(path)) as plain, plain:
+            plain.execute(
+                "INSERT INTO events (stream, revision, event_id, type, data, metadata,"
+                " recorded_at, partition_key) SELECT 'silent', 0, randomblob(16), 'Wanted',"
+                " data, metadata, recorded_at, NULL FROM events WHERE position = 1"
+            )
+        [event] = take(sub, 1, timeout=10)
+        assert isinstance(event, RecordedEvent) and event.stream == "silent"
+    finally:
+        sub.stop()
+        store.close()
