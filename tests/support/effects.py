@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import time
 
 EFFECTS_ENV = "SVC_EFFECTS_DB"
 """The environment variable that names the effects file."""
@@ -29,7 +30,17 @@ _local = threading.local()
 def effects_connection(path: str) -> sqlite3.Connection:
     """A connection to the effects file ``path``, its table created."""
     connection = sqlite3.connect(path, timeout=30, isolation_level=None)
-    connection.execute("PRAGMA journal_mode=WAL")
+    # WAL is kept by the file once set. Setting it takes the file's lock without waiting on
+    # the busy handler, so a reader that asks while a handler writes fails with "database is
+    # locked": ask only while the file is not in WAL yet, and try again for the timeout.
+    deadline = time.monotonic() + 30
+    while connection.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+        try:
+            connection.execute("PRAGMA journal_mode=WAL")
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)  # another process holds the lock for a moment
     # A killed process loses nothing the OS already has; only power loss would.
     connection.execute("PRAGMA synchronous=OFF")
     connection.execute(SCHEMA)
