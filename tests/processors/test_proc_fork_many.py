@@ -14,23 +14,11 @@ from decider.processors.app.errors import OperationError
 from decider.processors.operate.bulk_fork import fork_many
 from decider.processors.operate.listing import InstanceQuery
 from decider.stores.protocol import EventStore
-from tests.support.fork_app import CALLS, Order, Poke, make_app
+from tests.support.fork_app import CALLS, Order, Poke, make_app, run_buggy
 from tests.support.stores import events, types
 
 WAIT = 30.0
 FAILED = InstanceQuery(workflow="Repair", statuses=frozenset({Lifecycle.FAILED}), limit=None)
-
-
-def run_buggy(store: EventStore, name: str, *orders: str) -> None:
-    """Each order through the buggy code: charged once, then failed."""
-    buggy = make_app(name, repaired=False)
-    with Service(buggy, store, clock=FakeClock()) as service:
-        for order in orders:
-            buggy.publish(store, Order(order_id=order, amount=5), "repair-inputs")
-        assert service.wait_until(
-            lambda: all(types(store, f"Repair-{o}")[-1:] == ["Failed"] for o in orders), WAIT
-        )
-        assert service.wait_idle(WAIT)
 
 
 def test_every_failed_instance_is_forked_where_it_first_differs_and_completes(

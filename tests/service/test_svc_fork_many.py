@@ -14,7 +14,7 @@ from decider import Lifecycle
 from decider.processors import FakeClock, Service, show
 from decider.stores.protocol import EventStore
 from decider.stores.uri import open_store
-from tests.support.fork_app import CALLS, Order, Poke, make_app
+from tests.support.fork_app import CALLS, Poke, make_app, run_buggy
 from tests.support.service import ROOT, decider_command, service_env
 from tests.support.stores import events, types
 
@@ -38,25 +38,13 @@ def decider(uri: str, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def run_buggy(store: EventStore, *orders: str) -> None:
-    """The orders through the buggy code, in this process: charged, then failed."""
-    buggy = make_app(APP, repaired=False)
-    with Service(buggy, store, clock=FakeClock()) as service:
-        for order in orders:
-            buggy.publish(store, Order(order_id=order, amount=5), "repair-inputs")
-        assert service.wait_until(
-            lambda: all(types(store, f"Repair-{o}")[-1:] == ["Failed"] for o in orders), WAIT
-        )
-        assert service.wait_idle(WAIT)
-
-
 def test_the_failed_instances_are_previewed_forked_once_and_completed(
     uri: str, store: EventStore
 ) -> None:
     CALLS.clear()
-    run_buggy(store, "m1")
+    run_buggy(store, APP, "m1")
     since = datetime.now(UTC).isoformat()
-    run_buggy(store, "m2", "m3")
+    run_buggy(store, APP, "m2", "m3")
     bulk = ("fork", "--workflow", "Repair", "--where", "failed", "--reason", "ship them")
     before = len(events(store))
     preview = decider(uri, *bulk, "--since", since, "--dry-run")

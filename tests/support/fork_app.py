@@ -30,7 +30,9 @@ from decider import (
     WorkflowEvent,
     message,
 )
-from decider.processors import App, RetryPolicy, by_correlation
+from decider.processors import App, FakeClock, RetryPolicy, Service, by_correlation
+from decider.stores.protocol import EventStore
+from tests.support.stores import types
 
 CALLS: collections.Counter[tuple[str, str]] = collections.Counter()
 """How many times each (app name, handler) was called in this process."""
@@ -162,3 +164,15 @@ def make_app(name: str, *, repaired: bool, surcharge: int = 0) -> App:
 
 buggy_app = make_app("repair", repaired=False)
 fixed_app = make_app("repair", repaired=True)
+
+
+def run_buggy(store: EventStore, name: str, *orders: str, wait: float = 30.0) -> None:
+    """Each order through the buggy app ``name``, in this process: charged once, then failed."""
+    buggy = make_app(name, repaired=False)
+    with Service(buggy, store, clock=FakeClock()) as service:
+        for order in orders:
+            buggy.publish(store, Order(order_id=order, amount=5), "repair-inputs")
+        assert service.wait_until(
+            lambda: all(types(store, f"Repair-{o}")[-1:] == ["Failed"] for o in orders), wait
+        )
+        assert service.wait_idle(wait)
