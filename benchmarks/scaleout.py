@@ -551,6 +551,8 @@ def measure(
             )
         if counts:
             results += cost_figures(kind, counts, runs, n, say)
+        if failover_n <= 0:  # --failover-n 0: no failover run
+            continue
         key = f"scaleout_{kind}_failover"
         title = f"9. {kind}: failover, 3 processes, one SIGKILLed, N={failover_n:,}"
         try:
@@ -746,7 +748,9 @@ def _main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--uri", help="publish --n reports to this store and exit")
     parser.add_argument("--n", type=int, default=10_000, help="workflows per run")
-    parser.add_argument("--failover-n", type=int, default=1_000, help="workflows, failover run")
+    parser.add_argument(
+        "--failover-n", type=int, default=1_000, help="workflows, failover run (0: none)"
+    )
     parser.add_argument("--processes", default="1,2,4", help="process counts (first: baseline)")
     parser.add_argument("--stores", default="sqlite,postgres", help=f"of {','.join(STORES)}")
     parser.add_argument(

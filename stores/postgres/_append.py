@@ -1,6 +1,9 @@
 """The PostgreSQL store's append, inside a write transaction (no lock: a concurrent writer of the
 same stream makes the insert fail on the ``(stream, revision)`` key, and the store retries the
-transaction, which then sees the winner's events).
+transaction, which then sees the winner's events). A stream found raced for that way is
+*contended* from then on (:class:`Contended`): a transaction takes its advisory lock before
+reading it, so its writers take turns instead of racing (a lost race redoes a whole batch, in
+the client and in the server).
 
 One stream's append reads the stream's last revision, takes the fast path when the expectation
 is plainly met (the exact revision, or ``NO_STREAM`` on a missing stream) and otherwise applies
@@ -16,6 +19,7 @@ inserts go down the pipeline without waiting for each other.
 from __future__ import annotations
 
 import collections
+import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
@@ -25,7 +29,12 @@ import psycopg
 from psycopg.rows import TupleRow
 
 from decider.stores._expectations import Stored, plan_append
-from decider.stores.postgres._sql import INDEX_BITS, MAX_EVENTS_PER_TRANSACTION, Statements
+from decider.stores.postgres._sql import (
+    INDEX_BITS,
+    MAX_EVENTS_PER_TRANSACTION,
+    Statements,
+    stream_lock_key,
+)
 from decider.stores.protocol import (
     ANY,
     EXISTS,
@@ -53,14 +62,62 @@ class Batch:
     """The index in the transaction of the next event written (the low bits of its position)."""
 
 
-def read_ahead(sql: Statements, connection: Connection, appends: Sequence[StreamAppend]) -> Batch:
+CONTENDED_KEPT = 256
+"""How many contended streams a store remembers (the oldest found is forgotten first)."""
+
+
+class Contended:
+    """The streams of a store that its write transactions were found racing other writers for
+    (a lost race: :meth:`learn`), whose advisory locks a transaction takes before reading them
+    (:func:`read_ahead`). A stream no two writers append to at once costs nothing; one that
+    they do (a stream every process of a group copies results to) costs one lost race, then
+    a lock per transaction that appends to it."""
+
+    def __init__(self, schema: str) -> None:
+        self._schema = schema
+        self._keys: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def keys(self, streams: Sequence[str]) -> list[int]:
+        """The lock keys of ``streams`` that are contended, ascending (the order every
+        transaction takes them in, so two never wait on each other)."""
+        keys = self._keys
+        if not keys:
+            return []
+        return sorted({key for stream in streams if (key := keys.get(stream)) is not None})
+
+    def learn(self, before: Mapping[str, int | None], after: Mapping[str, int | None]) -> None:
+        """A transaction that read ``before`` (each stream's last revision) lost a race and,
+        tried again, read ``after``: the streams that moved on between were written by another
+        writer meanwhile, and are contended from now on."""
+        moved = [s for s, last in after.items() if s in before and before[s] != last]
+        if not moved:
+            return
+        with self._lock:
+            for stream in moved:
+                self._keys.pop(stream, None)
+                self._keys[stream] = stream_lock_key(self._schema, stream)
+            while len(self._keys) > CONTENDED_KEPT:
+                del self._keys[next(iter(self._keys))]
+
+
+def read_ahead(
+    sql: Statements,
+    connection: Connection,
+    appends: Sequence[StreamAppend],
+    contended: Contended | None = None,
+) -> Batch:
     """What a batch's appends need to know, read in two round trips whatever their number:
     every stream's last revision, and which of the ids of the appends that name no revision
     (``ANY``, ``EXISTS``) are stored already. The inserts then go down the pipeline without
-    waiting for each other."""
+    waiting for each other. The streams that are ``contended`` are locked first (in the same
+    round trip), so what is read of them holds until the commit."""
     if not appends:
         return Batch({}, {})
     streams = list(dict.fromkeys(a.stream for a in appends))
+    locks = [] if contended is None else contended.keys(streams)
+    if locks:
+        connection.execute(sql.lock_streams, (locks,))
     lasts: dict[str, int | None] = dict(
         connection.execute(sql.last_revisions, (streams,)).fetchall()
     )

@@ -52,6 +52,19 @@ WAIT_CLASS = 0x6465_6378  # "decx": the first key of the locks write transaction
 key is the id's low 32 bits), for committed appends to wait on."""
 
 
+STREAM_CLASS = 0x6465_6373  # "decs": the first key of the locks on contended streams
+"""The first key of the advisory lock a write transaction takes on a stream that other writers
+were found appending to at the same time (:func:`stream_lock_key`), before reading its last
+revision: they then take turns instead of racing for its next revision."""
+
+
+def stream_lock_key(schema: str, stream: str) -> int:
+    """The second advisory-lock key of ``stream`` of ``schema``: a CRC-32 as a signed 32-bit
+    int. Two streams whose keys collide only share a lock (their appends take turns)."""
+    key = zlib.crc32(f"{schema}\0{stream}".encode())
+    return key - (1 << 32) if key >= 1 << 31 else key
+
+
 def _lock_key_sql(xid: str) -> str:
     """The second key of transaction ``xid``'s lock (its low 32 bits as a signed int)."""
     return f"(mod({xid}, 4294967296) - 2147483648)::int4"
@@ -89,6 +102,7 @@ class Statements:
     add_partition_key: str
     last_revision: str
     last_revisions: str
+    lock_streams: str
     insert_one: str
     insert_many: str
     own_xid: str
@@ -204,6 +218,11 @@ COMMIT;
                 "SELECT s.stream, (SELECT e.revision FROM"
                 f" {events} AS e WHERE e.stream = s.stream ORDER BY e.revision DESC LIMIT 1)"
                 " FROM unnest(%s::text[]) AS s (stream)"
+            ),
+            # The keys in the order given (ascending: two transactions never wait on each other).
+            lock_streams=(
+                f"SELECT count(pg_advisory_xact_lock({STREAM_CLASS}, k))"
+                " FROM unnest(%s::int4[]) AS k"
             ),
             # Parameters: the event's index in the transaction, then the row.
             # Each insert also takes the lock of its transaction's id (see wait_older).

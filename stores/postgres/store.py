@@ -96,6 +96,7 @@ from decider.stores.names import CHECKPOINT, POSTGRES, NameRules
 from decider.stores.postgres import _leases as lease_rows
 from decider.stores.postgres._append import (
     BatchRows,
+    Contended,
     append_if_plain,
     append_one,
     check_size,
@@ -198,6 +199,8 @@ class PostgresEventStore:
         self._notifier = LogNotifier()
         self._written = 0  # the id of this store's last write transaction (read your writes)
         self._written_lock = threading.Lock()
+        self._contended = Contended(schema)
+        """The streams other writers were found appending to at the same time (locked first)."""
         self._announcer = CommitAnnouncer(
             self._connect, self._sql.notify, name=f"decider-pg-notify-{schema}"
         )
@@ -323,6 +326,7 @@ class PostgresEventStore:
             self.name_rules.check(CHECKPOINT, name)
         check_size(sum(len(item.events) for item in appends))
         now = datetime.now(UTC)
+        tried: dict[str, int | None] = {}  # the last try's revisions read
 
         def body(connection: _Connection, first_try: bool) -> Callable[[], list[AppendResult]]:
             first(connection)
@@ -330,7 +334,16 @@ class PostgresEventStore:
             # constraints (BatchRows, guarded); the others (and all of them on a later try) are
             # read ahead in one round trip for the whole batch. The batch also numbers the
             # events of the transaction, so two appends never draw the same position.
-            batch = read_ahead(self._sql, connection, read_first(appends, first_try=first_try))
+            batch = read_ahead(
+                self._sql,
+                connection,
+                read_first(appends, first_try=first_try),
+                self._contended,
+            )
+            if not first_try:  # a lost race: what moved on since the last try is contended
+                self._contended.learn(tried, batch.lasts)
+            tried.clear()
+            tried.update(batch.lasts)
             results: list[Callable[[], AppendResult]] = []
             rows = BatchRows(self._sql, connection, batch, now)
             # In the order given: each append's events take the next indexes (positions).
