@@ -267,6 +267,16 @@ class CatchUpSubscription:
         notifier.attach(self)
 
     @property
+    def delivered_to(self) -> int | None:
+        """The position up to which every event that passes the filter has been delivered,
+        once history is read and nothing is queued (``None``: still reading history, or
+        events are queued for :meth:`poll`). The events past what was last delivered up to it
+        are none of this subscription's: a consumer has nothing left to do before it."""
+        if not self._caught_up or self._buffer:
+            return None
+        return self._position
+
+    @property
     def partition_count(self) -> int | None:
         """The count of partitions whose some it reads (``None``: it reads them all)."""
         held = None if self._filter is None else self._filter.partitions

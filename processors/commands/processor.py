@@ -248,10 +248,21 @@ class CommandProcessor(Processor):
 
     def poll_timeout(self) -> float | None:
         """No timer while commands are in hand (each conclusion wakes the thread); in a group,
-        while a held partition's checkpoint is behind what was read, once a second."""
-        if self.marks.idle() and self.share.behind(self._settled):
+        with nothing in hand, once a second (the checkpoints of partitions without commands
+        follow what was read, and the log: :meth:`reached`)."""
+        if self.marks.idle() and self.share.owned is not None:
             return IDLE_CHECKPOINT_EVERY
         return None
+
+    def reached(self, position: int) -> None:
+        """Every command of the partitions held up to ``position`` was delivered: with nothing
+        in hand, each is carried out and committed, so the partitions' checkpoints move on to
+        it (:meth:`flush`: about once a second for a partition without commands)."""
+        if not self.marks.idle():
+            return
+        if self._read is None or position > self._read:
+            self._read = position
+        self.flush()
 
     def tick(self) -> None:
         """Woken by a conclusion (or the idle timer): commit what concluded (in a group, with

@@ -28,6 +28,7 @@ from __future__ import annotations
 import abc
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 
 from decider.codec import describe
@@ -46,9 +47,10 @@ from decider.processors.engine.failures import (
     classify,
     user_exception,
 )
-from decider.processors.engine.sharing import LeaseNotHeld, Share
+from decider.processors.engine.sharing import IDLE_CHECKPOINT_EVERY, LeaseNotHeld, Share
 from decider.stores import LeaseLost
 from decider.stores.protocol import CaughtUp, Filter, RecordedEvent, Subscription
+from decider.stores.subscription import CatchUpSubscription
 
 __all__ = [
     "ERRORS_KEPT",
@@ -190,11 +192,14 @@ class Processor(Committing):
         try:
             while not self.context.stop.is_set():
                 timeout = self.poll_timeout()
+                waited = time.monotonic()
                 item = subscription.poll(timeout)
                 if item is None:
                     if subscription.stopped:
                         return
                     self.tick()  # timed out, or woken (:meth:`wake`) for work of its own
+                    if timeout is not None and time.monotonic() - waited >= timeout:
+                        self._idle_look(subscription)
                     continue
                 batch: list[RecordedEvent] = []
                 while item is not None:
@@ -212,6 +217,20 @@ class Processor(Committing):
                 self.context.progress()
         finally:
             subscription.stop()
+
+    def _idle_look(self, subscription: Subscription) -> None:
+        """In a group, after a wait of :meth:`poll_timeout` (about a second) that found
+        nothing: the partitions held whose checkpoints are short of what the subscription
+        delivered up to (other partitions' events passed over, the log's head) move on to it
+        (:meth:`reached`); and the subscription looks at the log again (its next wait that
+        finds nothing has passed over what was written meanwhile). A subscription that does
+        not say what it delivered up to (EventStoreDB's) moves them with the batches only."""
+        if self.share.owned is None or not isinstance(subscription, CatchUpSubscription):
+            return
+        position = subscription.delivered_to
+        if position is not None and self.share.behind(position):
+            self.reached(position)
+        subscription.mark()
 
     def stop(self) -> None:
         """Wake the thread so it finishes the batch in hand and returns (stop signal set first)."""
@@ -278,8 +297,29 @@ class Processor(Committing):
 
     def poll_timeout(self) -> float | None:
         """How long to wait for the next input before :meth:`tick` (``None``: until one comes,
-        or :meth:`wake`)."""
-        return None
+        or :meth:`wake`); in a group, about a second, so the checkpoints of the partitions held
+        follow the log while none of their events come (:meth:`reached`)."""
+        return None if self.share.owned is None else IDLE_CHECKPOINT_EVERY
+
+    def reached(self, position: int) -> None:
+        """In a group: every event of the partitions held up to ``position`` was delivered and
+        handled, and a held partition's checkpoint is short of it. Move those checkpoints on
+        to ``position`` (about once a second: :meth:`~decider.processors.engine.sharing.Share.
+        idle_due`), so a partition without events of its own follows the log's head, not only
+        the batches of the other partitions held. A checkpoint only moves on."""
+        share = self.share
+        if share.owned is None or not share.idle_due():
+            return
+        due = share.short_of(position)
+
+        def alone(key: int) -> None:
+            self.commit_outcome(Outcome(position=position), [])
+
+        for key in self.commit_partitions(due, lambda: Outcome(position=position), alone):
+            share.committed_to(key, position)
+        marks = [share.mark(key) for key in share.owned]
+        if marks and all(mark is not None and mark >= position for mark in marks):
+            self.committed = position
 
     def tick(self) -> None:  # a hook: most processors wait for inputs only
         """Called when no input came within :meth:`poll_timeout`, or after :meth:`wake`: commit

@@ -243,6 +243,12 @@ class Share:
             return False
         return any(_before(self._marks.get(number), position) for number in self.owned)
 
+    def short_of(self, position: int) -> list[int]:
+        """The partitions held whose checkpoint is short of ``position``."""
+        if self.owned is None:
+            return []
+        return [number for number in self.owned if _before(self._marks.get(number), position)]
+
     def key_of(self, event: RecordedEvent) -> int | None:
         """The key of the work ``event`` is part of, or ``None`` if this subscription does not
         do it (its partition is not held, or its checkpoint is past ``event``).

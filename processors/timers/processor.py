@@ -242,6 +242,11 @@ class TimerProcessor(Processor):
                 self._read_position = position
         self._wake.set()
 
+    def reached(self, position: int) -> None:
+        """Every timer of the partitions held up to ``position`` is queued: the firer moves the
+        checkpoints of the partitions with none pending on to it (about once a second)."""
+        self._queue([], position)
+
     def on_caught_up(self, item: object) -> None:
         """Also wake the firer: history is read, it may store a checkpoint."""
         super().on_caught_up(item)  # type: ignore[arg-type]

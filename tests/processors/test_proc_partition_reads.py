@@ -14,9 +14,20 @@ import pytest
 from decider import Envelope, Lifecycle, Metadata
 from decider.processors import App, Service, status
 from decider.processors.app.messages import ROUTED
-from decider.processors.app.streams import instance_stream, routed_stream
+from decider.processors.app.streams import (
+    command_processor_name,
+    instance_stream,
+    routed_stream,
+    timer_processor_name,
+    workflow_processor_name,
+)
 from decider.processors.group.membership import PartitionGroup
-from decider.processors.group.partitions import lease_name, member_lease_name, stream_key
+from decider.processors.group.partitions import (
+    checkpoint_name,
+    lease_name,
+    member_lease_name,
+    stream_key,
+)
 from decider.processors.workflows.router import InputRouter, start_routing
 from decider.stores.leases import Lease
 from decider.stores.memory import MemoryEventStore
@@ -339,3 +350,30 @@ def test_a_partition_taken_over_keeps_its_checkpoint_when_the_new_owner_is_behin
     for name, position in store.saved:
         assert position >= last.get(name, -1), f"{name} moved back to {position}"
         last[name] = position
+
+
+def test_a_partition_without_events_has_its_checkpoint_follow_the_log(half: Half) -> None:
+    """The partitions a process holds get no events while the log grows with the other
+    partitions' (which it is never sent): once its subscriptions have caught up, the held
+    partitions' checkpoints of every processor move on to the log's head, not only with the
+    batches of the process's other partitions (it has none here)."""
+    store, app, group = half.store, half.app, half.group
+    held = sorted(group.partitions())
+    theirs = [i for i in range(400) if _partition(i) not in held][:30]
+    app.publish_many(store, [report(i) for i in theirs], REPORTS_STREAM)
+    head = store.read_all(None, 10**6)[-1].position
+    names = [
+        workflow_processor_name(app.name, workflow.name),
+        command_processor_name(app.name),
+        timer_processor_name(app.name),
+    ]
+
+    def short() -> list[tuple[str, int, int | None]]:
+        found = [(n, p, store.load_checkpoint(checkpoint_name(n, p))) for n in names for p in held]
+        return [(n, p, mark) for n, p, mark in found if mark is None or mark < head]
+
+    wait_until(lambda: not short(), 30, "every held partition's checkpoint at the head")
+    assert not any(
+        e.partition_key is not None and e.partition_key % P not in held for _, e in store.sent
+    ), "a process is sent only its partitions' events"
+    assert half.service.errors == []
