@@ -290,4 +290,6 @@ def test_close_stops_open_subscriptions(esdb_uri: str) -> None:
     subscriptions = [store.subscribe(None, ALL) for _ in range(3)]
     store.close()
     assert all(s.stopped for s in subscriptions)
+    # ended, not left inside their calls (see test_close_returns_once_no_thread_works_on...)
+    assert all(s._thread is not None and not s._thread.is_alive() for s in subscriptions)
     assert all(s.poll(1.0) is None for s in subscriptions)
