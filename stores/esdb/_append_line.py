@@ -33,7 +33,7 @@ from typing import Any
 import grpc
 
 from decider.stores.errors import StoreError
-from decider.stores.esdb._client import call_options, channel
+from decider.stores.esdb._client import call_options, channel, settle
 from decider.stores.esdb._errors import (
     closed_channel,
     closed_while_waiting,
@@ -84,11 +84,16 @@ class _Call:
             request_serializer=Req.SerializeToString,
             response_deserializer=Resp.FromString,
         )
+        self.consumer: threading.Thread | None = None
+        self.consuming = threading.Event()
         self.responses = multi(self._requests(), **call_options(client, leader=True))
         self.reader = threading.Thread(target=self._read, name="esdb-append-line", daemon=True)
         self.reader.start()
 
     def _requests(self) -> Iterator[Any]:
+        # run by gRPC's request thread, which asks for the first request as soon as it starts
+        self.consumer = threading.current_thread()
+        self.consuming.set()
         while True:
             item = self.requests.get()
             if item is _END:
@@ -135,8 +140,22 @@ class _Call:
         self.requests.put(_END)
 
     def close(self) -> None:
+        """End the call and return once no thread works on it any more: our reader, gRPC's
+        request thread and the channel's thread, which handles the call's last operations.
+
+        All three are daemon threads. At interpreter exit (the store's atexit hook closes it)
+        Python freezes daemon threads wherever they are once the hook returns, and then
+        collects the call, whose ``__del__`` takes the call's lock: a thread frozen while
+        holding that lock made the process hang there."""
         self.fail(closed_while_waiting())
         self.responses.cancel()
+        if threading.current_thread() is not self.reader:
+            self.reader.join()
+        # the request thread ends at _END, or once the call has ended when it was sending
+        self.consuming.wait()
+        assert self.consumer is not None
+        self.consumer.join()
+        settle(self.responses)
 
 
 class AppendLine:

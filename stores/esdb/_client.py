@@ -17,7 +17,8 @@ offers publicly: the channel to the node the client is connected to (:func:`chan
 :func:`target`), a channel of its own made as the client makes one (:func:`new_channel`), and
 the metadata and credentials the client sends with each call (:func:`call_options`). Those
 functions are the only readers of the clients' private attributes in the adapter; both
-packages name them alike.
+packages name them alike. :func:`settle` is the one reader of gRPC's: it waits until the
+channel's thread has handled the last operations of a streaming call the adapter ended.
 """
 
 from __future__ import annotations
@@ -165,3 +166,20 @@ def call_options(client: Any, *, leader: bool = False) -> dict[str, Any]:
     if leader:
         metadata = (*metadata, ("requires-leader", "true"))
     return {"metadata": metadata, "credentials": client._call_credentials}
+
+
+def settle(call: Any) -> None:
+    """Wait until gRPC has handled every operation of ``call``, a streaming call that has
+    ended (cancelled, failed or done): the channel's thread handles each operation's
+    completion under the call's lock, also after the call ended, so until then it may still
+    take that lock.
+
+    gRPC offers no public way to wait for it: this reads the call's state (its lock and the
+    operations it still waits for), as named in ``grpc._channel`` since 1.0; a call without
+    one is not waited for."""
+    state: Any = getattr(call, "_state", None)
+    if state is None:
+        return
+    with state.condition:
+        while state.due:
+            state.condition.wait()

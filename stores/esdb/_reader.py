@@ -32,6 +32,9 @@ class QueuedReader(ABC, Generic[T]):
     _ITEMS: ClassVar[tuple[type, ...]]
     _ENDED: ClassVar[str]
     _THREAD: ClassVar[str]
+    _JOIN: ClassVar[bool] = False
+    """Whether :meth:`stop` returns only once the thread has ended (a kind whose call ends at
+    once when cancelled)."""
 
     def __init__(self) -> None:
         self._queue: queue.Queue[object] = queue.Queue(_QUEUE_SIZE)
@@ -39,9 +42,11 @@ class QueuedReader(ABC, Generic[T]):
         self._ended = False
         self._woken = False
         self._marker_queued = False
+        self._thread: threading.Thread | None = None
 
     def _start(self) -> None:
-        threading.Thread(target=self._run, name=self._THREAD, daemon=True).start()
+        self._thread = threading.Thread(target=self._run, name=self._THREAD, daemon=True)
+        self._thread.start()
 
     @property
     def stopped(self) -> bool:
@@ -90,7 +95,8 @@ class QueuedReader(ABC, Generic[T]):
         return cast(T, item)
 
     def stop(self) -> None:
-        """End the call (:meth:`_cancel`) and wake a blocked :meth:`poll`."""
+        """End the call (:meth:`_cancel`) and wake a blocked :meth:`poll`; with ``_JOIN``,
+        return once the thread has ended (within :meth:`_put`'s 0.2 s wait at most)."""
         if self._stopped.is_set():
             return
         self._stopped.set()
@@ -98,6 +104,9 @@ class QueuedReader(ABC, Generic[T]):
         # a full queue means poll is not blocked: it sees ``stopped`` next time
         with contextlib.suppress(queue.Full):
             self._queue.put_nowait(self._END)
+        thread = self._thread
+        if self._JOIN and thread is not None and thread is not threading.current_thread():
+            thread.join()
 
     def _put(self, item: object) -> bool:
         """Put ``item`` on the queue: blocks while the consumer is behind (back-pressure on the

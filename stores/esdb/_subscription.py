@@ -28,6 +28,10 @@ class EsdbSubscription(QueuedReader[RecordedEvent | CaughtUp]):
     _ITEMS = (RecordedEvent, CaughtUp)
     _ENDED = "subscription"
     _THREAD = "esdb-subscription"
+    # the thread takes each message off the call itself (._read_call) under the call's lock:
+    # left running at interpreter exit, it may be frozen holding it, and the call's __del__
+    # then waits for it forever (as the append line's threads did: ._append_line)
+    _JOIN = True
 
     def __init__(self, channel: ReadChannel, after_position: int | None, filter: Filter) -> None:
         super().__init__()

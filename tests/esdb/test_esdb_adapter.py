@@ -171,6 +171,21 @@ def test_closed_store_refuses_calls(esdb_uri: str) -> None:
         store.read_stream("s")
 
 
+def test_close_returns_once_no_thread_works_on_the_append_call(
+    store: EsdbEventStore, name: str
+) -> None:
+    # a daemon thread still in the call when the interpreter exits may be frozen holding the
+    # call's lock, which the call's __del__ then waits for (tests/esdb/test_esdb_exit.py)
+    store.append(name, new(1), NO_STREAM)
+    call = store._line._call
+    assert call is not None
+    store.close()
+    assert not call.reader.is_alive()
+    assert call.consumer is not None
+    assert not call.consumer.is_alive()
+    assert call.responses._state.due == set()  # what _client.settle waits for, gRPC's names
+
+
 def test_bad_input_is_refused_before_any_call(store: EsdbEventStore, name: str) -> None:
     with pytest.raises(ValueError, match="at least one event"):
         store.append(name, [], ANY)
@@ -275,4 +290,6 @@ def test_close_stops_open_subscriptions(esdb_uri: str) -> None:
     subscriptions = [store.subscribe(None, ALL) for _ in range(3)]
     store.close()
     assert all(s.stopped for s in subscriptions)
+    # ended, not left inside their calls (see test_close_returns_once_no_thread_works_on...)
+    assert all(s._thread is not None and not s._thread.is_alive() for s in subscriptions)
     assert all(s.poll(1.0) is None for s in subscriptions)
