@@ -60,7 +60,7 @@ from decider.stores.sqlite import _leases as lease_rows
 from decider.stores.sqlite import _snapshots as snapshots
 from decider.stores.sqlite import _sql as sql
 from decider.stores.sqlite import _state as states
-from decider.stores.sqlite._append import IDS_PER_QUERY, append_one
+from decider.stores.sqlite._append import IDS_PER_QUERY, append_all, append_one
 from decider.stores.sqlite._watch import Doorbell, FileWatch, start_watch
 from decider.stores.subscription import (
     CatchUpSubscription,
@@ -331,10 +331,7 @@ class SqliteEventStore:
                 lease_rows.fence(connection, fence)
             if first is not None:
                 first(connection)
-            results = [
-                append_one(connection, a.stream, a.events, a.expected_revision, now)
-                for a in appends
-            ]
+            results = append_all(connection, appends, now)
             if saved:
                 connection.executemany(sql.SAVE_CHECKPOINT, saved)
             return results
