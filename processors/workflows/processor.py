@@ -279,6 +279,11 @@ class WorkflowProcessor(DecidingProcessor):
         cause = metadata.message_id
         parent, state = telemetry.trace_fields()
         key = partitions.stream_key(stream)  # the instance's partition: its commands, timers
+        # Each event's metadata differs only by its id (but on Scheduled and Began): the rest
+        # is written once per input.
+        after_id = codec.metadata_after_id(
+            correlation_id=instance_id, causation_id=cause, traceparent=parent, tracestate=state
+        )
         new: list[NewEvent] = []
         for index, wf_event in enumerate(events):
             new_id = event_id(stream, cause, index)
@@ -291,19 +296,23 @@ class WorkflowProcessor(DecidingProcessor):
                 type_name, data = stored_type(kind, source.type), source.data
             else:
                 type_name, data = codec.encode_event(wf_event)
-            recorded_at = self.context.clock.now() if isinstance(wf_event, Scheduled) else None
-            event_metadata = codec.metadata_bytes(
-                str(new_id),
-                correlation_id=instance_id,
-                causation_id=cause,
-                recorded_at=recorded_at,
-                # Recorded on Began only (asked there, not on every event).
-                workflow_version=(
-                    began_version(self.workflow, wf_event) if type(wf_event) is Began else None
-                ),
-                traceparent=parent,
-                tracestate=state,
-            )
+            if isinstance(wf_event, Scheduled) or type(wf_event) is Began:
+                event_metadata = codec.metadata_bytes(
+                    str(new_id),
+                    correlation_id=instance_id,
+                    causation_id=cause,
+                    recorded_at=(
+                        self.context.clock.now() if isinstance(wf_event, Scheduled) else None
+                    ),
+                    # Recorded on Began only (asked there, not on every event).
+                    workflow_version=(
+                        began_version(self.workflow, wf_event) if type(wf_event) is Began else None
+                    ),
+                    traceparent=parent,
+                    tracestate=state,
+                )
+            else:
+                event_metadata = codec.metadata_of_id(str(new_id), after_id)
             new.append(NewEvent(new_id, type_name, data, event_metadata, partition_key=key))
         return new
 
