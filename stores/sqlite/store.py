@@ -221,7 +221,7 @@ class SqliteEventStore:
         check_read_args(from_revision, limit)
         self.name_rules.check_stream(stream)
         rows = self._query(sql.READ_STREAM, (stream, from_revision, -1 if limit is None else limit))
-        return [sql.decode(row) for row in rows]
+        return sql.decode_rows(rows)
 
     def read_all(
         self,
@@ -234,7 +234,7 @@ class SqliteEventStore:
         statement, params = sql.read_all_sql(filter)
         after = 0 if after_position is None else after_position
         rows = self._query(statement, (after, *params, -1 if limit is None else limit))
-        return [sql.decode(row) for row in rows]
+        return sql.decode_rows(rows)
 
     def subscribe(
         self, after_position: int | None = None, filter: Filter = ALL
