@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import sqlite3
 import threading
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import attrs
@@ -122,6 +122,22 @@ def test_recorded_at_is_stored_as_utc(tmp_path: Path) -> None:
         (stored,) = raw.execute("SELECT recorded_at FROM events").fetchone()
     raw.close()
     assert stored.endswith("+00:00")
+
+
+def test_each_event_read_has_its_own_commits_recorded_at(tmp_path: Path) -> None:
+    """The rows of one commit share their time (parsed once); each commit's is its own."""
+    path = tmp_path / "e.db"
+    store = SqliteEventStore(path)
+    try:
+        for stream in "abc":
+            store.append(stream, new_events(2), NO_STREAM)
+        read = store.read_all()
+        with sqlite3.connect(path) as raw:
+            stored = [t for (t,) in raw.execute("SELECT recorded_at FROM events ORDER BY position")]
+        raw.close()
+        assert [e.recorded_at for e in read] == [datetime.fromisoformat(t) for t in stored]
+    finally:
+        store.close()
 
 
 def test_a_held_write_lock_past_busy_timeout_is_unavailable(tmp_path: Path) -> None:
