@@ -30,6 +30,7 @@ test of an empty dict otherwise.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -134,9 +135,10 @@ class WorkflowProcessor(DecidingProcessor):
         work: dict[str, _Work] = {}
         skips = Outcome(position=batch[-1].position)
         self._prefetch(batch)
+        decide = functools.partial(self._decide, work=work)
         try:
             for event in batch:
-                self.step(event, skips, lambda e: self._decide(e, work))
+                self.step(event, skips, decide)
         finally:
             self._prefetched.clear()
         appends = [

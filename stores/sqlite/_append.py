@@ -95,21 +95,15 @@ def _append_run(
     guards = [(a.stream, after) for a, after in zip(run, afters, strict=True) if after >= 0]
     position: int | None = None
     if not guards or _guards_hold(connection, guards):
-        values = [
-            v
-            for a, after in zip(run, afters, strict=True)
-            for i, e in enumerate(a.events, start=after + 1)
-            for v in (
-                a.stream,
-                i,
-                e.id.int.to_bytes(16, "big"),
-                e.type,
-                e.data,
-                e.metadata,
-                now,
-                e.partition_key,
-            )
-        ]
+        values: list[object] = []
+        extend = values.extend
+        for a, after in zip(run, afters, strict=True):
+            stream = a.stream
+            for i, e in enumerate(a.events, start=after + 1):
+                key = e.partition_key
+                extend(
+                    (stream, i, e.id.int.to_bytes(16, "big"), e.type, e.data, e.metadata, now, key)
+                )
         try:
             position = connection.execute(_insert_sql(len(values) // 8), values).lastrowid
         except sqlite3.IntegrityError:  # a stream is further on (or the ids are stored)
