@@ -25,7 +25,7 @@ from collections.abc import Sequence
 import attrs
 
 from decider.stores.errors import InvalidName
-from decider.stores.protocol import NewEvent
+from decider.stores.protocol import MAX_PARTITION_KEY, NewEvent, check_partition_key
 
 STREAM = "stream name"
 """The ``kind`` of :class:`~decider.stores.errors.InvalidName` for a stream name."""
@@ -81,9 +81,14 @@ class NameRules:
         self.check(STREAM, stream)
 
     def check_append(self, stream: str, events: Sequence[NewEvent]) -> None:
-        """:meth:`check` for a stream name and the types of the events appended to it."""
+        """:meth:`check` for a stream name and the types of the events appended to it; and
+        each event's partition key (:func:`~decider.stores.protocol.check_partition_key`,
+        ``ValueError``)."""
         self.check(STREAM, stream)
         for event in events:
+            key = event.partition_key
+            if key is not None and (type(key) is not int or not 0 <= key <= MAX_PARTITION_KEY):
+                check_partition_key(key)  # the slow check: a bool, not an int, out of range
             event_type = event.type
             if type(event_type) is not str or event_type not in _GOOD_TYPES:
                 self.check(EVENT_TYPE, event_type)

@@ -63,16 +63,16 @@ class NewEvent:
     its app's work the event belongs to: partition ``partition_key % P`` of ``P``. An appender
     that knows it passes it (an app: ``crc32`` of the instance stream the event is for, see
     :func:`decider.processors.group.partitions.stream_key`); stores that keep keys store it with
-    the event and filter reads by it (:class:`Partitions`).
+    the event and filter reads by it (:class:`Partitions`). Every store checks it when the
+    event is appended (:func:`check_partition_key`, a ``ValueError`` before anything is
+    written), not here: the processors make one for each event they write.
     """
 
     id: uuid.UUID
     type: str
     data: bytes
     metadata: bytes = b""
-    partition_key: int | None = attrs.field(
-        default=None, kw_only=True, validator=lambda _, __, key: check_partition_key(key)
-    )
+    partition_key: int | None = attrs.field(default=None, kw_only=True)
 
 
 @attrs.frozen

@@ -20,11 +20,12 @@ A ``decider.ParkedCommandRetried`` in the app's ledger re-runs the parked comman
 whose metadata says it ``reuses`` another (a fork's new generation decided it as the old one
 did: :mod:`decider.processors.client.forking`) is not carried out: the old one's effect is its.
 
-Outcomes are committed as commands conclude, with no linger: a conclusion wakes the processor's
-thread, which commits at once everything that concluded while its previous commit was in
-flight (one outcome when traffic is light, many under load), and the checkpoint is the
-low-water mark (:mod:`decider.processors.commands.watermark`): it never passes a command still in
-hand. On a
+Outcomes are committed as commands conclude, with no linger: a conclusion on another thread
+(a worker's, the event loop's) wakes the processor's thread, and one on that thread (a copy, a
+park, a quick handler's call inline) is committed after its dispatch; the thread commits at
+once everything that concluded while its previous commit was in flight (one outcome when
+traffic is light, many under load), and the checkpoint is the low-water mark
+(:mod:`decider.processors.commands.watermark`): it never passes a command still in hand. On a
 :class:`~decider.stores.protocol.TransactionalStore` the outcomes and the checkpoint are one
 transaction; outcomes committed past the mark are remembered (a second checkpoint, the
 *concluded mark*), and the replay guard (:mod:`decider.processors.commands.replay`) keeps those
@@ -44,6 +45,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -114,7 +116,9 @@ class CommandProcessor(Processor):
         self.pool = CommandPool(
             self.name, app.pool_size, context.clock, context.logger, quick=pace.QUICK
         )
-        self.marks = Lanes(self.wake)
+        self.marks = Lanes(self._woken)
+        self._thread: int | None = None
+        """The processor's own thread, once it runs (:meth:`_woken`)."""
         self.max_open = max(256, 8 * app.pool_size)
         """How many commands may be in hand before the processor stops reading ahead."""
         self.stop_grace = STOP_GRACE
@@ -163,12 +167,20 @@ class CommandProcessor(Processor):
 
     def run(self) -> None:
         """The engine's thread, with the pool's threads (and event loop) around it."""
+        self._thread = threading.get_ident()
         needs_loop = any(h.is_async for h in self.context.app.handlers.values())
         self.pool.start(needs_loop)
         try:
             super().run()
         finally:
             self.pool.close()
+
+    def _woken(self) -> None:
+        """A command concluded: wake the processor's thread to commit it, unless it concluded
+        on that thread (a copy, a park, a quick handler's call inline), which commits what
+        concluded after each dispatch (:meth:`process`) with no wake-up."""
+        if threading.get_ident() != self._thread:
+            self.wake()
 
     def partition_key(self, event: RecordedEvent) -> str:
         """The instance stream that recorded the command (for a retry request, the one that

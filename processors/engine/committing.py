@@ -509,11 +509,12 @@ class Committing(abc.ABC):
         (:func:`~decider.processors.group.partitions.input_key`)."""
         app = self.context.app
         new_id = event_id(stream, cause, index)
+        message_id = str(new_id)
         codec = app.codec
         parent, state = telemetry.trace_fields()
         type_name, data = codec.encode_message(message)
         metadata = codec.metadata_bytes(
-            str(new_id),
+            message_id,
             correlation_id=correlation_id,
             causation_id=causation_id if causation_id is not None else cause,
             traceparent=parent,
@@ -523,7 +524,7 @@ class Committing(abc.ABC):
         if input_for is not False:
             workflow = None if input_for is True else input_for
             routed = Metadata(
-                message_id=str(new_id),
+                message_id=message_id,
                 correlation_id=correlation_id,
                 causation_id=causation_id if causation_id is not None else cause,
             )

@@ -30,6 +30,7 @@ test of an empty dict otherwise.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -73,6 +74,10 @@ from decider.stores.protocol import (
     RecordedEvent,
     StreamAppend,
 )
+
+_COPIED = (Received, InitiatedBy)
+"""The workflow events that carry their input as it is (a tuple: ``isinstance`` of a union
+is slower)."""
 
 _PREFETCH_AT_ONCE = 64
 """Stream reads a workflow processor has in flight at once (:meth:`WorkflowProcessor._prefetch`)."""
@@ -130,9 +135,10 @@ class WorkflowProcessor(DecidingProcessor):
         work: dict[str, _Work] = {}
         skips = Outcome(position=batch[-1].position)
         self._prefetch(batch)
+        decide = functools.partial(self._decide, work=work)
         try:
             for event in batch:
-                self.step(event, skips, lambda e: self._decide(e, work))
+                self.step(event, skips, decide)
         finally:
             self._prefetched.clear()
         appends = [
@@ -279,31 +285,36 @@ class WorkflowProcessor(DecidingProcessor):
         cause = metadata.message_id
         parent, state = telemetry.trace_fields()
         key = partitions.stream_key(stream)  # the instance's partition: its commands, timers
+        # Each event's metadata differs only by its id (but on Scheduled and Began): the rest
+        # is written once per input.
+        after_id = codec.metadata_after_id(
+            correlation_id=instance_id, causation_id=cause, traceparent=parent, tracestate=state
+        )
         new: list[NewEvent] = []
         for index, wf_event in enumerate(events):
             new_id = event_id(stream, cause, index)
-            if (
-                reuse
-                and isinstance(wf_event, Received | InitiatedBy)
-                and wf_event.message is message
-            ):
+            if reuse and isinstance(wf_event, _COPIED) and wf_event.message is message:
                 kind = Kind.RECEIVED if isinstance(wf_event, Received) else Kind.INITIATED_BY
                 type_name, data = stored_type(kind, source.type), source.data
             else:
                 type_name, data = codec.encode_event(wf_event)
-            recorded_at = self.context.clock.now() if isinstance(wf_event, Scheduled) else None
-            event_metadata = codec.metadata_bytes(
-                str(new_id),
-                correlation_id=instance_id,
-                causation_id=cause,
-                recorded_at=recorded_at,
-                # Recorded on Began only (asked there, not on every event).
-                workflow_version=(
-                    began_version(self.workflow, wf_event) if type(wf_event) is Began else None
-                ),
-                traceparent=parent,
-                tracestate=state,
-            )
+            if isinstance(wf_event, Scheduled) or type(wf_event) is Began:
+                event_metadata = codec.metadata_bytes(
+                    str(new_id),
+                    correlation_id=instance_id,
+                    causation_id=cause,
+                    recorded_at=(
+                        self.context.clock.now() if isinstance(wf_event, Scheduled) else None
+                    ),
+                    # Recorded on Began only (asked there, not on every event).
+                    workflow_version=(
+                        began_version(self.workflow, wf_event) if type(wf_event) is Began else None
+                    ),
+                    traceparent=parent,
+                    tracestate=state,
+                )
+            else:
+                event_metadata = codec.metadata_of_event_id(new_id, after_id)
             new.append(NewEvent(new_id, type_name, data, event_metadata, partition_key=key))
         return new
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import attrs
+import pytest
 
 from decider.stores.contract._support import Scope, ids_of, new_events, subscribed, take
 from decider.stores.protocol import (
@@ -13,6 +14,8 @@ from decider.stores.protocol import (
     NewEvent,
     Partitions,
     RecordedEvent,
+    StreamAppend,
+    TransactionalStore,
 )
 
 _KEYS = [0, 1, 2, 3, 4, 5, 6, 7, 2**32 - 1, None]
@@ -59,6 +62,24 @@ class PartitionContract:
         nothing = Partitions(count=4, held=frozenset())
         unknown = [e for e in stored if nothing.passes(e.partition_key)]
         assert scope.log(partitions=nothing) == unknown
+
+    @pytest.mark.parametrize("key", [-1, 2**32, True, "1", 1.0])
+    def test_an_append_with_a_bad_partition_key_writes_nothing(
+        self, scope: Scope, key: object
+    ) -> None:
+        good, bad = _keyed([1, None])
+        bad = attrs.evolve(bad, partition_key=key)  # type: ignore[arg-type]  # the store checks it
+        with pytest.raises(ValueError, match="a partition key must be"):
+            scope.store.append(scope.stream(), [good, bad], NO_STREAM)
+        if isinstance(scope.store, TransactionalStore):
+            with pytest.raises(ValueError, match="a partition key must be"):
+                scope.store.append_batch(
+                    [
+                        StreamAppend(scope.stream("a"), [good], NO_STREAM),
+                        StreamAppend(scope.stream("b"), [bad], NO_STREAM),
+                    ]
+                )
+        assert scope.log() == []
 
     def test_a_subscription_by_partitions_skips_the_others_live(self, scope: Scope) -> None:
         before = _keyed([1, 2, None])

@@ -12,7 +12,10 @@ appended with ``ANY`` (or ``EXISTS``) is one statement too: the insert takes the
 revision and writes nothing if the stream holds the event's id (or, for ``EXISTS``, is
 missing); then the same slow path decides. Several
 events go in as one statement whose last row id is the last event's position: one writer
-holds the lock, so ``AUTOINCREMENT`` gives the rows consecutive positions.
+holds the lock, so ``AUTOINCREMENT`` gives the rows consecutive positions. A batch's run of
+appends with exact revisions (or ``NO_STREAM``) to distinct streams is two statements in all:
+one read of every guard, one insert of every row; if either says no, each append goes alone,
+as above, and finds out why (:func:`append_all`).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from decider.stores.protocol import (
     AppendResult,
     ExpectedRevision,
     NewEvent,
+    StreamAppend,
 )
 from decider.stores.sqlite import _sql as sql
 
@@ -38,6 +42,106 @@ IDS_PER_QUERY = 500
 
 ROWS_PER_INSERT = 500
 """Events written by one statement (8 parameters each: SQLite caps a statement's parameters)."""
+
+
+def append_all(
+    connection: sqlite3.Connection, appends: Sequence[StreamAppend], now: str
+) -> list[AppendResult]:
+    """Check and write a batch's appends, in order, inside the caller's write transaction.
+
+    Consecutive appends with an exact revision (or ``NO_STREAM``) to distinct streams go in
+    together (:func:`_append_run`): one statement checks every guard, one inserts every row.
+    Any other append, or a run that does not plainly hold, goes by :func:`append_one`.
+    """
+    results: list[AppendResult] = []
+    run: list[StreamAppend] = []
+    rows = 0
+    streams: set[str] = set()
+    for item in appends:
+        expected, count = item.expected_revision, len(item.events)
+        if (
+            (type(expected) is int or expected is NO_STREAM)
+            and item.stream not in streams
+            and rows + count <= ROWS_PER_INSERT
+        ):
+            run.append(item)
+            streams.add(item.stream)
+            rows += count
+            continue
+        results += _append_run(connection, run, now)
+        run, rows, streams = [], 0, set()
+        if (type(expected) is int or expected is NO_STREAM) and count <= ROWS_PER_INSERT:
+            run.append(item)
+            streams.add(item.stream)
+            rows = count
+        else:
+            results.append(append_one(connection, item.stream, item.events, expected, now))
+    results += _append_run(connection, run, now)
+    return results
+
+
+def _append_run(
+    connection: sqlite3.Connection, run: Sequence[StreamAppend], now: str
+) -> list[AppendResult]:
+    """Appends with an exact revision (or ``NO_STREAM``) to distinct streams, at most
+    :data:`ROWS_PER_INSERT` rows: the guards (each stream holds the revision before its
+    first row) read in one statement, then every row inserted in one, whose last row id is
+    the last row's position (one writer holds the lock: consecutive positions). If a guard
+    does not hold or the insert is refused (the ``(stream, revision)`` key: nothing of it is
+    written), each append goes by :func:`append_one`, which finds out why."""
+    if len(run) < 2:
+        return [append_one(connection, a.stream, a.events, a.expected_revision, now) for a in run]
+    afters = [_after(a.expected_revision) for a in run]
+    guards = [(a.stream, after) for a, after in zip(run, afters, strict=True) if after >= 0]
+    position: int | None = None
+    if not guards or _guards_hold(connection, guards):
+        values: list[object] = []
+        extend = values.extend
+        for a, after in zip(run, afters, strict=True):
+            stream = a.stream
+            for i, e in enumerate(a.events, start=after + 1):
+                key = e.partition_key
+                extend(
+                    (stream, i, e.id.int.to_bytes(16, "big"), e.type, e.data, e.metadata, now, key)
+                )
+        try:
+            position = connection.execute(_insert_sql(len(values) // 8), values).lastrowid
+        except sqlite3.IntegrityError:  # a stream is further on (or the ids are stored)
+            position = None
+    if position is None:
+        return [append_one(connection, a.stream, a.events, a.expected_revision, now) for a in run]
+    results: list[AppendResult] = []
+    for a, after in zip(reversed(run), reversed(afters), strict=True):
+        results.append(
+            AppendResult(next_expected_revision=after + len(a.events), position=position)
+        )
+        position -= len(a.events)
+    results.reverse()
+    return results
+
+
+def _after(expected: ExpectedRevision) -> int:
+    """The revision an exact expectation (or ``NO_STREAM``: -1) says the stream ends at."""
+    assert type(expected) is int or expected is NO_STREAM
+    return expected if type(expected) is int else -1
+
+
+def _guards_hold(connection: sqlite3.Connection, guards: Sequence[tuple[str, int]]) -> bool:
+    """Whether each ``(stream, revision)`` of ``guards`` (distinct streams) is stored."""
+    [(found,)] = connection.execute(
+        _guards_sql(len(guards)), [v for guard in guards for v in guard]
+    ).fetchall()
+    return bool(found == len(guards))
+
+
+@functools.lru_cache(maxsize=64)
+def _guards_sql(count: int) -> str:
+    """How many of ``count`` ``(stream, revision)`` pairs are stored (each by the key)."""
+    pairs = ", ".join(["(?, ?)"] * count)
+    return (
+        f"SELECT count(*) FROM (VALUES {pairs}) AS g WHERE EXISTS"
+        " (SELECT 1 FROM events WHERE stream = g.column1 AND revision = g.column2)"
+    )
 
 
 def append_one(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import uuid
-from datetime import datetime
+from datetime import UTC, datetime
 
 from decider.stores.protocol import Filter, Partitions, RecordedEvent
 
@@ -187,17 +187,29 @@ def _partitions(partitions: Partitions) -> str:
     return f"(partition_key IS NULL OR partition_key % {partitions.count} IN ({held}))"
 
 
-def decode(row: Row) -> RecordedEvent:
-    """A stored row as a :class:`RecordedEvent`."""
-    position, stream, revision, event_id, event_type, data, metadata, recorded_at, key = row
-    return RecordedEvent(
-        id=uuid_from_bytes(event_id),
-        type=event_type,
-        data=data,
-        metadata=metadata,
-        stream=stream,
-        revision=revision,
-        position=position,
-        recorded_at=datetime.fromisoformat(recorded_at),
-        partition_key=key,
-    )
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def decode_rows(rows: list[Row]) -> list[RecordedEvent]:
+    """Stored rows as :class:`RecordedEvent` objects. The rows of one commit share their
+    ``recorded_at``: each run of the same text is parsed once (the objects are immutable)."""
+    decoded = []
+    text: str | None = None
+    when = _EPOCH
+    for position, stream, revision, event_id, event_type, data, metadata, recorded_at, key in rows:
+        if recorded_at != text:
+            text, when = recorded_at, datetime.fromisoformat(recorded_at)
+        decoded.append(
+            RecordedEvent(
+                id=uuid_from_bytes(event_id),
+                type=event_type,
+                data=data,
+                metadata=metadata,
+                stream=stream,
+                revision=revision,
+                position=position,
+                recorded_at=when,
+                partition_key=key,
+            )
+        )
+    return decoded

@@ -60,7 +60,7 @@ from decider.stores.sqlite import _leases as lease_rows
 from decider.stores.sqlite import _snapshots as snapshots
 from decider.stores.sqlite import _sql as sql
 from decider.stores.sqlite import _state as states
-from decider.stores.sqlite._append import IDS_PER_QUERY, append_one
+from decider.stores.sqlite._append import IDS_PER_QUERY, append_all, append_one
 from decider.stores.sqlite._watch import Doorbell, FileWatch, start_watch
 from decider.stores.subscription import (
     CatchUpSubscription,
@@ -175,6 +175,7 @@ class SqliteEventStore:
         return self._write(
             lambda c: append_one(c, stream, events, expected_revision, now),
             written_to(stream, events),
+            lambda result: result.position,
         )
 
     def append_batch(
@@ -221,7 +222,7 @@ class SqliteEventStore:
         check_read_args(from_revision, limit)
         self.name_rules.check_stream(stream)
         rows = self._query(sql.READ_STREAM, (stream, from_revision, -1 if limit is None else limit))
-        return [sql.decode(row) for row in rows]
+        return sql.decode_rows(rows)
 
     def read_all(
         self,
@@ -234,7 +235,7 @@ class SqliteEventStore:
         statement, params = sql.read_all_sql(filter)
         after = 0 if after_position is None else after_position
         rows = self._query(statement, (after, *params, -1 if limit is None else limit))
-        return [sql.decode(row) for row in rows]
+        return sql.decode_rows(rows)
 
     def subscribe(
         self, after_position: int | None = None, filter: Filter = ALL
@@ -331,15 +332,12 @@ class SqliteEventStore:
                 lease_rows.fence(connection, fence)
             if first is not None:
                 first(connection)
-            results = [
-                append_one(connection, a.stream, a.events, a.expected_revision, now)
-                for a in appends
-            ]
+            results = append_all(connection, appends, now)
             if saved:
                 connection.executemany(sql.SAVE_CHECKPOINT, saved)
             return results
 
-        return self._write(body, written_by(appends))
+        return self._write(body, written_by(appends), _last_position)
 
     def close(self) -> None:
         """Close every connection and end every subscription; safe to call twice."""
@@ -421,9 +419,17 @@ class SqliteEventStore:
             except sqlite3.Error as exc:
                 raise self._failed(connection, in_use, exc) from exc
 
-    def _write(self, body: Callable[[sqlite3.Connection], _T], written: Written | None) -> _T:
+    def _write(
+        self,
+        body: Callable[[sqlite3.Connection], _T],
+        written: Written | None,
+        last: Callable[[_T], int | None] | None = None,
+    ) -> _T:
         """Run ``body`` in a write transaction, then wake the subscriptions that read what it
         ``written`` (in this process; in the others, by the doorbell, if it wrote events).
+        ``last``: the highest position the body's result names (its appends' results: each
+        the last row it wrote, or a stored one it found), so the log's head after the body
+        needs no query.
 
         ``BEGIN IMMEDIATE`` takes the write lock first, so the revision ``body`` reads still
         holds when it inserts, in this process and in every other.
@@ -442,7 +448,7 @@ class SqliteEventStore:
                         before = connection.execute(sql.HEAD).fetchone()[0]
                     result = body(connection)
                     if watched:
-                        after = connection.execute(sql.HEAD).fetchone()[0]
+                        after = _head_after(connection, before, result, last)
                     connection.execute("COMMIT")
                 except BaseException:
                     # Some errors (a full disk) end the transaction themselves.
@@ -567,6 +573,30 @@ def _store_error(path: str, exc: sqlite3.Error) -> StoreError:
     if primary in _PERMANENT or isinstance(exc, sqlite3.DataError):
         return PermanentStoreError(f"SQLite database {path!r} cannot store this: {exc}")
     return StoreError(f"SQLite database {path!r}: {exc}")
+
+
+def _last_position(results: list[AppendResult]) -> int | None:
+    return max((result.position for result in results), default=None)
+
+
+def _head_after(
+    connection: sqlite3.Connection,
+    before: int | None,
+    result: _T,
+    last: Callable[[_T], int | None] | None,
+) -> int | None:
+    """The log's head after a write transaction's body (its lock held) whose head before was
+    ``before``. Every row the body inserted has a position past ``before`` (``AUTOINCREMENT``,
+    one writer), and each append's result names its last row or a stored one (at most
+    ``before``): the highest position named is the head, if past ``before``; else nothing was
+    inserted. Without ``last``, the head is read."""
+    if last is None:
+        head: int | None = connection.execute(sql.HEAD).fetchone()[0]
+        return head
+    named = last(result)
+    if named is None or (before is not None and named <= before):
+        return before
+    return named
 
 
 def _now() -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import enum
 import json
+import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -210,3 +211,74 @@ def test_a_metadata_field_that_is_not_a_string_is_refused_as_json_refuses_it(
 ) -> None:
     with pytest.raises(TypeError, match="not JSON serializable"):
         Codec().encode_metadata(Metadata(message_id=object()))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("stored", "decoded"),
+    [
+        (b'{"message_id":"m","correlation_id":"c"}', Metadata(message_id="m", correlation_id="c")),
+        (b'{"message_id":"m","causation_id":null}', Metadata(message_id="m")),
+        (b'{"message_id":"m","reuses":"x","n":1}', Metadata(message_id="m")),
+        (
+            b'{"message_id":"m","recorded_at":"2026-01-02T03:04:05+00:00"}',
+            Metadata(message_id="m", recorded_at=datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)),
+        ),
+    ],
+)
+def test_metadata_decodes_its_fields_and_passes_over_others(
+    stored: bytes, decoded: Metadata
+) -> None:
+    assert Codec().decode_metadata(stored) == decoded
+
+
+@pytest.mark.parametrize("field", ["correlation_id", "causation_id", "tracestate"])
+def test_a_metadata_text_field_that_is_not_a_string_is_refused_by_name(field: str) -> None:
+    with pytest.raises(DecodeError, match=f"'{field}' must be a string"):
+        Codec().decode_metadata(json.dumps({"message_id": "m", field: 1}).encode())
+
+
+@given(
+    st.text(),
+    st.none() | st.text(),
+    st.none() | st.text(),
+    st.none() | st.text(),
+    st.none() | st.text(),
+)
+def test_metadata_made_once_per_decision_is_metadata_bytes(
+    message_id: str,
+    correlation_id: str | None,
+    causation_id: str | None,
+    traceparent: str | None,
+    tracestate: str | None,
+) -> None:
+    codec = Codec()
+    try:
+        expected: bytes | type[Exception] = codec.metadata_bytes(
+            message_id,
+            correlation_id=correlation_id,
+            causation_id=causation_id,
+            traceparent=traceparent,
+            tracestate=tracestate,
+        )
+    except UnicodeEncodeError:  # a lone surrogate
+        expected = UnicodeEncodeError
+    try:
+        after = codec.metadata_after_id(
+            correlation_id=correlation_id,
+            causation_id=causation_id,
+            traceparent=traceparent,
+            tracestate=tracestate,
+        )
+        made: bytes | type[Exception] = codec.metadata_of_id(message_id, after)
+    except UnicodeEncodeError:
+        made = UnicodeEncodeError
+    assert made == expected
+    if expected is not UnicodeEncodeError:
+        new_id = uuid.uuid5(uuid.NAMESPACE_DNS, str(len(message_id)))
+        assert codec.metadata_of_event_id(new_id, after) == codec.metadata_bytes(
+            str(new_id),
+            correlation_id=correlation_id,
+            causation_id=causation_id,
+            traceparent=traceparent,
+            tracestate=tracestate,
+        )

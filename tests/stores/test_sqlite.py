@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import sqlite3
 import threading
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import attrs
@@ -14,11 +14,13 @@ import pytest
 from decider.stores import (
     ANY,
     NO_STREAM,
+    ExpectedRevision,
     Filter,
     Partitions,
     StoreError,
     StoreUnavailable,
     StreamAppend,
+    WrongExpectedVersion,
 )
 from decider.stores.contract import EventStoreContract, new_events
 from decider.stores.sqlite import SqliteEventStore
@@ -122,6 +124,22 @@ def test_recorded_at_is_stored_as_utc(tmp_path: Path) -> None:
     assert stored.endswith("+00:00")
 
 
+def test_each_event_read_has_its_own_commits_recorded_at(tmp_path: Path) -> None:
+    """The rows of one commit share their time (parsed once); each commit's is its own."""
+    path = tmp_path / "e.db"
+    store = SqliteEventStore(path)
+    try:
+        for stream in "abc":
+            store.append(stream, new_events(2), NO_STREAM)
+        read = store.read_all()
+        with sqlite3.connect(path) as raw:
+            stored = [t for (t,) in raw.execute("SELECT recorded_at FROM events ORDER BY position")]
+        raw.close()
+        assert [e.recorded_at for e in read] == [datetime.fromisoformat(t) for t in stored]
+    finally:
+        store.close()
+
+
 def test_a_held_write_lock_past_busy_timeout_is_unavailable(tmp_path: Path) -> None:
     path = tmp_path / "e.db"
     store = SqliteEventStore(path, busy_timeout=0.05)
@@ -194,12 +212,16 @@ def test_an_any_append_of_many_events_is_idempotent(tmp_path: Path) -> None:
         store.close()
 
 
-def test_an_append_whose_expectation_holds_is_its_inserts_alone(tmp_path: Path) -> None:
-    """The (stream, revision) key and a guard on the expected revision check an exact
-    expectation: no query of the stream's last revision, no ``last_insert_rowid()``."""
+def test_a_batch_whose_expectations_hold_is_one_guard_read_and_one_insert(
+    tmp_path: Path,
+) -> None:
+    """The (stream, revision) key and a guard on each expected revision check exact
+    expectations: the batch's guards in one read, its rows in one insert; no query of a
+    stream's last revision, no ``last_insert_rowid()``."""
     store = SqliteEventStore(tmp_path / "e.db")
     try:
         store.append("a", new_events(1), NO_STREAM)
+        store.append("d", new_events(2), NO_STREAM)
         connection, _ = store._connection()
         statements: list[str] = []
         connection.set_trace_callback(statements.append)
@@ -208,15 +230,66 @@ def test_an_append_whose_expectation_holds_is_its_inserts_alone(tmp_path: Path) 
                 StreamAppend("a", new_events(3), 0),
                 StreamAppend("b", new_events(2), NO_STREAM),
                 StreamAppend("c", new_events(1), NO_STREAM),
+                StreamAppend("d", new_events(1), 1),
             ]
         )
         connection.set_trace_callback(None)
         reads = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
-        assert reads == []
+        inserts = [s for s in statements if s.lstrip().upper().startswith("INSERT")]
+        assert len(reads) == 1 and "count(*)" in reads[0]
+        assert len(inserts) == 1
         assert not any("last_insert_rowid" in s for s in statements)
-        assert [r.next_expected_revision for r in results] == [3, 1, 0]
-        for result, stream in zip(results, "abc", strict=True):
+        assert [r.next_expected_revision for r in results] == [3, 1, 0, 2]
+        for result, stream in zip(results, "abcd", strict=True):
             assert store.read_stream(stream)[-1].position == result.position
+        positions = [e.position for e in store.read_all()]
+        assert positions == list(range(positions[0], positions[0] + len(positions)))
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize(
+    ("expected", "stored"),
+    [(0, 2), (3, 2), (NO_STREAM, 2)],
+    ids=["stream-further-on", "stream-not-so-far", "stream-exists"],
+)
+def test_a_batch_with_one_expectation_that_fails_writes_nothing(
+    tmp_path: Path, expected: ExpectedRevision, stored: int
+) -> None:
+    """A guard that does not hold, or an insert the key refuses, sends the batch's appends
+    one by one, which name the stream in conflict; nothing of the batch is written."""
+    store = SqliteEventStore(tmp_path / "e.db")
+    try:
+        store.append("a", new_events(1), NO_STREAM)
+        store.append("x", new_events(stored), NO_STREAM)
+        before = store.read_all()
+        with pytest.raises(WrongExpectedVersion) as raised:
+            store.append_batch(
+                [
+                    StreamAppend("a", new_events(2), 0),
+                    StreamAppend("x", new_events(1), expected),
+                    StreamAppend("b", new_events(1), NO_STREAM),
+                ]
+            )
+        assert raised.value.stream == "x"
+        assert store.read_all() == before
+    finally:
+        store.close()
+
+
+def test_a_batch_appended_again_is_recognised_append_by_append(tmp_path: Path) -> None:
+    """The same batch again (a retry after an unknown outcome): the insert is refused, and
+    each append, on its own, finds its ids stored and answers as the first time."""
+    store = SqliteEventStore(tmp_path / "e.db")
+    try:
+        store.append("a", new_events(1), NO_STREAM)
+        batch = [
+            StreamAppend("a", new_events(2), 0),
+            StreamAppend("b", new_events(3), NO_STREAM),
+        ]
+        first = store.append_batch(batch)
+        assert store.append_batch(batch) == first
+        assert len(store.read_all()) == 6
     finally:
         store.close()
 
