@@ -7,7 +7,8 @@ one of the processes (each handler call records its pid). (b) Three processes ru
 and timers (jobs and reminders), one SIGKILLed and started again: commands and timers are
 carried out by more than one process. (c) A process SIGSTOPped past its lease expiry, its
 partitions taken over, then SIGCONTed: it cannot commit for them (no checkpoint of any processor
-goes back), rejoins, and the partitions rebalance on its join and on another's graceful leave.
+goes back), rejoins, and the partitions rebalance on its join and on another's graceful leave;
+it is stopped outside its transactions and its writes of the effects file (checked on its own).
 Either way, at the end: every workflow completed with exactly its expected history (no event
 twice), every command has one result per command id, and the lease history has one owner per
 epoch of a partition (with fencing: at most one process commits a partition's work at any time).
@@ -18,7 +19,11 @@ from __future__ import annotations
 import collections
 import random
 import signal
+import sqlite3
+import subprocess
+import sys
 import uuid
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -46,7 +51,12 @@ from tests.support.apps import (
     job,
     reminder,
 )
-from tests.support.effects import effect_pids, read_effects
+from tests.support.effects import (
+    effect_pids,
+    effects_connection,
+    read_effects,
+    writing_effects,
+)
 from tests.support.fines import WORKFLOWS, all_done, check_outcome
 from tests.support.postgres import PG_URI
 from tests.support.scaleout import (
@@ -56,7 +66,13 @@ from tests.support.scaleout import (
     random_pause,
     three_processes_with_sigkills,
 )
-from tests.support.service import ServiceProcess, check_no_duplicates, completed, service_env
+from tests.support.service import (
+    ROOT,
+    ServiceProcess,
+    check_no_duplicates,
+    completed,
+    service_env,
+)
 from tests.support.stores import instance_streams
 from tests.support.waiting import wait_until
 
@@ -199,7 +215,7 @@ def test_a_paused_process_is_fenced_then_rejoins_and_partitions_rebalance(setup:
 
     assert paused.process is not None
     # Stopped between commits (see _stop_between_transactions); fencing holds either way.
-    _stop_between_transactions(paused, application)
+    _stop_between_transactions(paused.process, application, effects_db)
     try:
         # Past its expiry the other process takes every partition over, and works alone.
         wait_until(lambda: len(held_by(store, other)) == PARTITIONS, 30, "the takeover")
@@ -234,17 +250,64 @@ def test_a_paused_process_is_fenced_then_rejoins_and_partitions_rebalance(setup:
     print(f"commits refused for a lost lease after SIGCONT: {len(fenced)}")
 
 
-def _stop_between_transactions(service: ServiceProcess, application: str) -> None:
-    """SIGSTOP ``service`` at a moment when none of its PostgreSQL sessions (named
-    ``application``) is inside a transaction. A process stopped inside a commit keeps its lease
-    rows locked (inside a pipeline, before its Sync, idle_in_transaction_session_timeout does
-    not apply), so the takeover of those partitions waits for SIGCONT: the liveness limit
-    docs/scaling.md describes, which this test does not set out to show."""
-    assert service.process is not None
+WRITER = """
+import sys, time
+from tests.support.effects import effects_connection
+connection = effects_connection(sys.argv[1])
+n = 0
+while True:  # inside a write half of the time
+    connection.execute("BEGIN IMMEDIATE")
+    connection.execute("INSERT INTO effects VALUES (?, 'w', 1, 0)", (str(n),))
+    time.sleep(0.005)
+    connection.execute("COMMIT")
+    n += 1
+    time.sleep(0.005)
+"""
+
+
+def test_a_process_is_stopped_outside_its_writes_of_the_effects_file(tmp_path: Path) -> None:
+    """What the paused-process test relies on: stopped by _stop_between_transactions, a process
+    that writes the effects file half of the time holds no lock another writer waits for."""
+    effects_db = tmp_path / "effects.db"
+    effects_connection(str(effects_db)).close()
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(effects_db)], cwd=ROOT)
+    try:
+        wait_until(lambda: writer.poll() is not None or read_effects(str(effects_db)), 30)
+        assert writer.poll() is None, "the writer ended"
+        for _ in range(10):
+            _stop_between_transactions(writer, f"decider-none-{uuid.uuid4().hex[:8]}", effects_db)
+            try:
+                other = sqlite3.connect(effects_db, timeout=0, isolation_level=None)
+                try:
+                    other.execute("BEGIN IMMEDIATE")  # 'database is locked' if it must wait
+                    other.execute("ROLLBACK")
+                finally:
+                    other.close()
+            finally:
+                writer.send_signal(signal.SIGCONT)
+    finally:
+        writer.kill()
+        writer.wait()
+
+
+def _stop_between_transactions(
+    process: subprocess.Popen[bytes], application: str, effects_db: Path
+) -> None:
+    """SIGSTOP ``process`` at a moment when none of its PostgreSQL sessions (named
+    ``application``) is inside a transaction, nor is it inside a write of the effects file.
+
+    A process stopped inside a commit keeps its lease rows locked (inside a pipeline, before
+    its Sync, idle_in_transaction_session_timeout does not apply), so the takeover of those
+    partitions waits for SIGCONT: the liveness limit docs/scaling.md describes, which this test
+    does not set out to show. A process stopped inside a write of the effects file (a handler
+    recording its effect: the last commands of the first third, which run after their
+    workflows completed) keeps the file's write lock, so every handler of the other process
+    waits for it (30 s, then fails and is retried) and no command concludes until SIGCONT: a
+    lock outside the store, which fencing does not cover (docs/scaling.md)."""
     with psycopg.connect(PG_URI, autocommit=True) as db:
         for _ in range(100):
-            service.process.send_signal(signal.SIGSTOP)
-            inside = 0
+            process.send_signal(signal.SIGSTOP)
+            inside = int(writing_effects(process.pid, str(effects_db)))
             for _look in range(2):  # twice: what was in the socket at the stop runs first
                 random_pause(0.05)
                 row = db.execute(
@@ -255,9 +318,9 @@ def _stop_between_transactions(service: ServiceProcess, application: str) -> Non
                 inside += row[0] if row else 0
             if not inside:
                 return
-            service.process.send_signal(signal.SIGCONT)
+            process.send_signal(signal.SIGCONT)
             random_pause(random.uniform(0.0, 0.05))
-    raise AssertionError(f"{application} was inside a transaction at each of 100 stops")
+    raise AssertionError(f"{application} was inside a transaction or write at each of 100 stops")
 
 
 def _completed(store: EventStore) -> int:

@@ -66,6 +66,28 @@ def record_effect(command_id: str, kind: str) -> None:
     )
 
 
+def writing_effects(pid: int, path: str) -> bool:
+    """Whether process ``pid`` is inside a write of the effects file ``path``: it holds an
+    exclusive lock on the file or its WAL (``-wal``, ``-shm``), as a write transaction or a
+    checkpoint does, and every other writer waits for it (Linux: ``/proc/locks``)."""
+    files = set()
+    for suffix in ("", "-wal", "-shm"):
+        try:
+            found = os.stat(path + suffix)
+        except FileNotFoundError:
+            continue
+        device = f"{os.major(found.st_dev):02x}:{os.minor(found.st_dev):02x}"
+        files.add(f"{device}:{found.st_ino}")
+    with open("/proc/locks", encoding="ascii") as locks:
+        for line in locks:
+            # "1: POSIX  ADVISORY  WRITE 1234 fe:00:2163707 120 120"; "1: -> POSIX ..." waits.
+            fields = line.split()
+            held = len(fields) == 8 and fields[3] == "WRITE" and fields[4] == str(pid)
+            if held and fields[5] in files:
+                return True
+    return False
+
+
 def read_effects(path: str) -> dict[str, tuple[str, int]]:
     """command id -> (kind, calls)."""
     connection = effects_connection(path)
