@@ -444,7 +444,8 @@ def read_all_sql(schema: str, filter: Filter, indexed: bool = False) -> Read:
     Parameters: ``after_position``, then the filter's, then ``limit`` (``NULL``: none); see
     :meth:`Read.args`. With ``indexed`` (the indexes of :func:`create_partition_index` of the
     filter's count exist) and a minority of the partitions held, the read is a ``UNION ALL``
-    of one range per partition held (and one of the rows of unknown key), each in position
+    of one range per partition held (and one of the rows of unknown key; only that one for a
+    read of unknown keys alone, as a workflow router's), each in position
     order from its index, under an outer ``ORDER BY position LIMIT``: the planner merges them
     (Merge Append) and stops at the limit, so it reads only the rows of the partitions held.
     The rows, their order and the limit are those of the plain walk.
@@ -468,7 +469,7 @@ def read_all_sql(schema: str, filter: Filter, indexed: bool = False) -> Read:
     if (
         indexed
         and partitions is not None
-        and partitions.held
+        and (partitions.held or partitions.unknown)
         and len(partitions.held) * MERGE_SHARE < partitions.count
     ):
         where = " AND ".join(clauses)

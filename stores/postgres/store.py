@@ -515,7 +515,7 @@ class PostgresEventStore:
         they are there (created on the first such read of each partition count unless this
         store was opened with ``create=False``; see :func:`create_partition_index`)."""
         partitions = filter.partitions
-        if partitions is None or not partitions.held:
+        if partitions is None or not (partitions.held or partitions.unknown):
             return read_all_sql(self.schema, filter)
         indexed = self._indexed.get(partitions.count)
         if indexed is None:

@@ -299,7 +299,8 @@ def test_a_minority_of_partitions_is_read_from_the_index_as_by_the_plain_walk(
         store.append(f"$sys-{batch}", events[15:], ANY)
     every = store.read_all()
     positions = [None, every[10].position, every[57].position, every[-1].position]
-    for held, unknown in [({1}, True), ({0, 5, 9}, True), ({2, 3}, False), ({15}, False)]:
+    cases = [({1}, True), ({0, 5, 9}, True), ({2, 3}, False), ({15}, False), (set(), True)]
+    for held, unknown in cases:
         for include_system in (False, True):
             flt = Filter(
                 include_system=include_system,
