@@ -518,13 +518,18 @@ def _partitions(partitions: Partitions) -> str:
     ``partitions.unknown``). The
     numbers are ints checked by :class:`Partitions`, so they are written into the statement
     (one statement per holding, cached). The read walks the primary key from its position
-    and drops the other partitions' rows in the server, never sent or decoded."""
+    and drops the other partitions' rows in the server, never sent or decoded (the reads that
+    hold half of the partitions or more, or whose indexes are not there)."""
     if not partitions.held:
         return "partition_key IS NULL" if partitions.unknown else "FALSE"
+    if partitions.unknown and len(partitions.held) == partitions.count:
+        return "TRUE"  # every partition and the unknown keys: every row
     held = ", ".join(str(n) for n in sorted(partitions.held))
+    # mod(), not %: no partition index matches it, so the planner keeps the walk (it took a
+    # bitmap scan of the indexes and a sort on a new table, which cost more).
     if not partitions.unknown:
-        return f"partition_key %% {partitions.count} IN ({held})"
-    return f"(partition_key IS NULL OR partition_key %% {partitions.count} IN ({held}))"
+        return f"mod(partition_key, {partitions.count}) IN ({held})"
+    return f"(partition_key IS NULL OR mod(partition_key, {partitions.count}) IN ({held}))"
 
 
 def decode(row: Row) -> RecordedEvent:
