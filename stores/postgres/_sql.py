@@ -153,6 +153,8 @@ CREATE TABLE IF NOT EXISTS {events} (
 );
 -- Finds a stream's stored ids for the idempotency check of ANY / EXISTS appends.
 CREATE INDEX IF NOT EXISTS events_by_stream_id ON {events} (stream, event_id);
+-- A read of some of an app's partitions walks only their rows (see create_partition_index).
+{_partition_indexes(events, DEFAULT_PARTITIONS)}
 CREATE TABLE IF NOT EXISTS {checkpoints} (
     name     text   PRIMARY KEY,
     position bigint NOT NULL
@@ -360,11 +362,93 @@ COMMIT;
         )
 
 
+DEFAULT_PARTITIONS = 16
+"""The partition count whose indexes a new schema is created with (an app's default); those of
+another count are created on the first read of it (:func:`create_partition_index`)."""
+
+MERGE_SHARE = 2
+"""A partitioned read merges per-partition index ranges (see :func:`read_all_sql`) when it holds
+fewer than ``count / MERGE_SHARE`` of the partitions; with more, one walk of the primary key
+drops fewer rows than it keeps, and is cheaper than the merge."""
+
+
+def partition_index(count: int) -> str:
+    """The name of the index that serves the partitioned reads of ``count`` partitions."""
+    return f"events_by_partition_{count}"
+
+
+def partition_index_exists(schema: str, count: int) -> str:
+    """The statement: whether the valid index of ``count`` partitions and that of the events
+    of unknown key are both in ``schema``."""
+    s = pgsql.Identifier(schema).as_string(None)
+    found = [
+        "EXISTS (SELECT FROM pg_index WHERE indisvalid AND"
+        f" indexrelid = to_regclass({_literal(f'{s}.{name}')}))"
+        for name in (partition_index(count), "events_unkeyed")
+    ]
+    return "SELECT " + " AND ".join(found)
+
+
+def create_partition_index(schema: str, count: int) -> str:
+    """The script that creates the indexes that let a read of some of ``count`` partitions walk
+    only their rows: ``(partition_key % count, position)`` over the keyed rows, and
+    ``position`` over the rows of unknown key.
+
+    A new schema is created with those of :data:`DEFAULT_PARTITIONS`. This script is a plain
+    ``CREATE INDEX`` (one transaction, under the schema's lock): it holds off appends while it
+    builds, a scan of the table on an old schema. (``CREATE INDEX CONCURRENTLY`` of the same
+    definitions and names, run ahead by hand, avoids that.)"""
+    s = pgsql.Identifier(schema).as_string(None)
+    lock = f"pg_advisory_xact_lock({LOCK_CLASS}, {lock_key(schema)})"
+    return f"""
+BEGIN;
+SET LOCAL client_min_messages = warning;
+SELECT {lock};
+{_partition_indexes(f"{s}.events", count)}
+COMMIT;
+"""
+
+
+def _partition_indexes(events: str, count: int) -> str:
+    return (
+        f"CREATE INDEX IF NOT EXISTS {partition_index(count)}"
+        f" ON {events} ((partition_key % {count}), position) WHERE partition_key IS NOT NULL;\n"
+        f"CREATE INDEX IF NOT EXISTS events_unkeyed ON {events} (position)"
+        " WHERE partition_key IS NULL;"
+    )
+
+
+@attrs.frozen
+class Read:
+    """A read_all statement and how to fill in its parameters."""
+
+    statement: str
+    params: tuple[object, ...]
+    """The filter's parameters, between ``after_position`` and ``limit``."""
+    branches: int = 0
+    """0: one walk of the primary key; else the number of merged ranges, each of which takes
+    the parameters, followed by the outer ``limit``."""
+
+    def args(self, after: int, limit: int | None) -> tuple[object, ...]:
+        """The statement's parameters for a page after ``after`` of at most ``limit``."""
+        one = (after, *self.params, limit)
+        if not self.branches:
+            return one
+        return one * self.branches + (limit,)
+
+
 @functools.lru_cache(maxsize=256)
-def read_all_sql(schema: str, filter: Filter) -> tuple[str, tuple[object, ...]]:
+def read_all_sql(schema: str, filter: Filter, indexed: bool = False) -> Read:
     """The read_all statement for ``filter`` in ``schema``, and its filter parameters.
 
-    Parameters: ``after_position``, then the returned ones, then ``limit`` (``NULL``: none).
+    Parameters: ``after_position``, then the filter's, then ``limit`` (``NULL``: none); see
+    :meth:`Read.args`. With ``indexed`` (the indexes of :func:`create_partition_index` of the
+    filter's count exist) and a minority of the partitions held, the read is a ``UNION ALL``
+    of one range per partition held (and one of the rows of unknown key; only that one for a
+    read of unknown keys alone, as a workflow router's), each in position
+    order from its index, under an outer ``ORDER BY position LIMIT``: the planner merges them
+    (Merge Append) and stops at the limit, so it reads only the rows of the partitions held.
+    The rows, their order and the limit are those of the plain walk.
     """
     clauses = ["position > %s", f"position < {HORIZON}"]
     params: list[object] = []
@@ -380,12 +464,32 @@ def read_all_sql(schema: str, filter: Filter) -> tuple[str, tuple[object, ...]]:
         if filter.event_type_prefixes:
             options.append(_prefixes("type", filter.event_type_prefixes, params))
         clauses.append("(" + " OR ".join(options) + ")")
-    if filter.partitions is not None:
-        clauses.append(_partitions(filter.partitions))
-    where = " AND ".join(clauses)
     table = pgsql.Identifier(schema).as_string(None) + ".events"
+    partitions = filter.partitions
+    if (
+        indexed
+        and partitions is not None
+        and (partitions.held or partitions.unknown)
+        and len(partitions.held) * MERGE_SHARE < partitions.count
+    ):
+        where = " AND ".join(clauses)
+        ranges = [f"(partition_key %% {partitions.count}) = {n}" for n in sorted(partitions.held)]
+        if partitions.unknown:
+            ranges.append("partition_key IS NULL")
+        branches = [
+            f"(SELECT {COLUMNS} FROM {table} WHERE {r} AND {where} ORDER BY position LIMIT %s)"
+            for r in ranges
+        ]
+        statement = (
+            f"SELECT {COLUMNS} FROM ({' UNION ALL '.join(branches)}) AS page"
+            " ORDER BY position LIMIT %s"
+        )
+        return Read(statement, tuple(params), len(branches))
+    if partitions is not None:
+        clauses.append(_partitions(partitions))
+    where = " AND ".join(clauses)
     statement = f"SELECT {COLUMNS} FROM {table} WHERE {where} ORDER BY position LIMIT %s"
-    return statement, tuple(params)
+    return Read(statement, tuple(params))
 
 
 def _wait_older(more: str = "") -> str:
@@ -414,13 +518,18 @@ def _partitions(partitions: Partitions) -> str:
     ``partitions.unknown``). The
     numbers are ints checked by :class:`Partitions`, so they are written into the statement
     (one statement per holding, cached). The read walks the primary key from its position
-    and drops the other partitions' rows in the server, never sent or decoded."""
+    and drops the other partitions' rows in the server, never sent or decoded (the reads that
+    hold half of the partitions or more, or whose indexes are not there)."""
     if not partitions.held:
         return "partition_key IS NULL" if partitions.unknown else "FALSE"
+    if partitions.unknown and len(partitions.held) == partitions.count:
+        return "TRUE"  # every partition and the unknown keys: every row
     held = ", ".join(str(n) for n in sorted(partitions.held))
+    # mod(), not %: no partition index matches it, so the planner keeps the walk (it took a
+    # bitmap scan of the indexes and a sort on a new table, which cost more).
     if not partitions.unknown:
-        return f"partition_key %% {partitions.count} IN ({held})"
-    return f"(partition_key IS NULL OR partition_key %% {partitions.count} IN ({held}))"
+        return f"mod(partition_key, {partitions.count}) IN ({held})"
+    return f"(partition_key IS NULL OR mod(partition_key, {partitions.count}) IN ({held}))"
 
 
 def decode(row: Row) -> RecordedEvent:

@@ -116,7 +116,15 @@ from decider.stores.postgres._connect import (
 from decider.stores.postgres._listen import NotifyListener
 from decider.stores.postgres._notify import CommitAnnouncer
 from decider.stores.postgres._snapshots import PostgresSnapshots
-from decider.stores.postgres._sql import INDEX_BITS, Statements, decode, read_all_sql
+from decider.stores.postgres._sql import (
+    INDEX_BITS,
+    Read,
+    Statements,
+    create_partition_index,
+    decode,
+    partition_index_exists,
+    read_all_sql,
+)
 from decider.stores.postgres._state import PostgresStates
 from decider.stores.postgres._transactions import read_below_horizon, write_transaction
 from decider.stores.protocol import (
@@ -206,6 +214,10 @@ class PostgresEventStore:
         )
         self._listener: NotifyListener | None = None
         self._listener_lock = threading.Lock()
+        self._create = create
+        self._indexed: dict[int, bool] = {}
+        """Per partition count, whether its indexes are there (see :meth:`_read_sql`)."""
+        self._indexed_lock = threading.Lock()
         try:
             with self._using() as connection:
                 exists, old, keyless = one_row(connection.execute(self._sql.tables_exist))
@@ -411,9 +423,9 @@ class PostgresEventStore:
     ) -> list[RecordedEvent]:
         """Events after ``after_position`` (exclusive) that pass ``filter``, in log order."""
         check_read_args(0, limit)
-        statement, params = read_all_sql(self.schema, filter)
+        read = self._read_sql(filter)
         after = 0 if after_position is None else after_position
-        rows = self._read(statement, (after, *params, limit))
+        rows = self._read(read.statement, read.args(after, limit))
         return [decode(row) for row in rows]
 
     def subscribe(
@@ -498,6 +510,38 @@ class PostgresEventStore:
         if listener is not None:
             listener.stop(timeout=DEFAULT_CONNECT_TIMEOUT + 5.0)
 
+    def _read_sql(self, filter: Filter) -> Read:
+        """The read_all statement of ``filter``: for partitions, from their indexes where
+        they are there (created on the first such read of each partition count unless this
+        store was opened with ``create=False``; see :func:`create_partition_index`)."""
+        partitions = filter.partitions
+        if partitions is None or not (partitions.held or partitions.unknown):
+            return read_all_sql(self.schema, filter)
+        indexed = self._indexed.get(partitions.count)
+        if indexed is None:
+            indexed = self._index_partitions(partitions.count)
+        return read_all_sql(self.schema, filter, indexed)
+
+    def _index_partitions(self, count: int) -> bool:
+        """Whether the indexes of ``count`` partitions are there, once created if missing."""
+        with self._indexed_lock:
+            indexed = self._indexed.get(count)
+            if indexed is not None:
+                return indexed
+            with self._using() as connection:
+                [(indexed,)] = connection.execute(
+                    partition_index_exists(self.schema, count)
+                ).fetchall()
+                if not indexed and self._create:
+                    try:  # the script begins and commits its own transaction
+                        connection.execute(create_partition_index(self.schema, count))
+                    except BaseException:
+                        roll_back(connection)
+                        raise
+                    indexed = True
+            self._indexed[count] = bool(indexed)
+            return bool(indexed)
+
     def _head(self) -> int | None:
         [(head,)] = self._read(self._sql.head, ())
         return None if head is None else int(head)
@@ -567,9 +611,9 @@ class PostgresEventStore:
     ) -> tuple[int | None, list[RecordedEvent]]:
         """A subscription's look at the log: the head, then a page after ``after_position``
         read after it, in one round trip (as :meth:`_read`)."""
-        statement, params = read_all_sql(self.schema, filter)
+        read = self._read_sql(filter)
         after = 0 if after_position is None else after_position
-        reads = [(statement, (after, *params, limit))]
+        reads = [(read.statement, read.args(after, limit))]
         [(head,)], rows = read_below_horizon(
             self._using, self._sql, self._written, reads, head=True
         )

@@ -7,8 +7,9 @@ import socket
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
+import attrs
 import psycopg
 import pytest
 from psycopg import sql
@@ -28,6 +29,7 @@ from decider.stores import (
 )
 from decider.stores.contract import EventStoreContract, new_events, take, wait_until
 from decider.stores.postgres import PostgresEventStore
+from decider.stores.postgres._sql import Row, decode, read_all_sql
 from tests.support.postgres import PG_URI, fresh_schema, fresh_store, store_fixture
 
 
@@ -282,6 +284,39 @@ INSERT INTO {s}.checkpoints VALUES ('proc', 2);
             store.close()
         reopened = PostgresEventStore(PG_URI, schema=schema)  # a migrated schema opens as is
         reopened.close()
+
+
+def test_a_minority_of_partitions_is_read_from_the_index_as_by_the_plain_walk(
+    store: PostgresEventStore,
+) -> None:
+    # Events of many keys (and some of none), in several transactions, some of a system stream.
+    for batch in range(6):
+        events = [
+            attrs.evolve(e, partition_key=None if n % 7 == 3 else (batch * 31 + n * 17) % 97)
+            for n, e in enumerate(new_events(20))
+        ]
+        store.append(f"wf-{batch}", events[:15], ANY)
+        store.append(f"$sys-{batch}", events[15:], ANY)
+    every = store.read_all()
+    positions = [None, every[10].position, every[57].position, every[-1].position]
+    cases = [({1}, True), ({0, 5, 9}, True), ({2, 3}, False), ({15}, False), (set(), True)]
+    for held, unknown in cases:
+        for include_system in (False, True):
+            flt = Filter(
+                include_system=include_system,
+                partitions=Partitions(16, frozenset(held), unknown=unknown),
+            )
+            plain = read_all_sql(store.schema, flt)
+            assert store._read_sql(flt).branches == len(held) + unknown  # merged
+            for after in positions:
+                for limit in (None, 1, 7, 500):
+                    with _raw() as raw:
+                        rows = raw.execute(plain.statement, plain.args(after or 0, limit))
+                        expected = [decode(cast(Row, row)) for row in rows]
+                    assert store.read_all(after, limit, flt) == expected, (held, after, limit)
+    # A majority of them is read by the plain walk.
+    half = Filter(partitions=Partitions(4, frozenset({0, 1})))
+    assert store._read_sql(half) == read_all_sql(store.schema, half)
 
 
 def test_recorded_at_is_stored_as_utc(store: PostgresEventStore) -> None:
