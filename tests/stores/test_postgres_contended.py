@@ -20,7 +20,6 @@ from typing import Any
 
 import psycopg
 import pytest
-from psycopg import sql
 
 import decider.stores.postgres._transactions as transactions
 from decider.stores import ANY, StreamAppend
@@ -28,7 +27,7 @@ from decider.stores.contract import new_events, wait_until
 from decider.stores.postgres import PostgresEventStore
 from decider.stores.postgres._append import Contended
 from decider.stores.postgres._sql import STREAM_CLASS, stream_lock_key
-from tests.support.postgres import PG_URI, fresh_store
+from tests.support.postgres import PG_URI, gated_store
 
 GATE_CLASS = 0x6374_6431  # "ctd1": the gate's advisory lock
 STREAM = "shared"
@@ -41,21 +40,10 @@ def _connect() -> psycopg.Connection[tuple[object, ...]]:
 @pytest.fixture
 def gated() -> Iterator[PostgresEventStore]:
     """A store whose inserts into :data:`STREAM` wait for advisory lock ``(GATE_CLASS, 1)``."""
-    with fresh_store() as store, _connect() as connection:
-        s = sql.Identifier(store.schema).as_string(connection)
-        connection.execute(
-            f"""
-CREATE FUNCTION {s}.gate() RETURNS trigger LANGUAGE plpgsql AS $gate$
-BEGIN
-    IF NEW.stream = '{STREAM}' THEN
-        PERFORM pg_advisory_xact_lock_shared({GATE_CLASS}, 1);
-    END IF;
-    RETURN NEW;
-END
-$gate$;
-CREATE TRIGGER gate AFTER INSERT ON {s}.events FOR EACH ROW EXECUTE FUNCTION {s}.gate();
-"""
-        )
+    with gated_store(
+        f"IF NEW.stream = '{STREAM}' THEN"
+        f" PERFORM pg_advisory_xact_lock_shared({GATE_CLASS}, 1); END IF;"
+    ) as store:
         yield store
 
 

@@ -28,7 +28,7 @@ from decider.stores import ANY, RecordedEvent
 from decider.stores.contract import new_events, wait_until
 from decider.stores.postgres import PostgresEventStore
 from decider.stores.protocol import Subscription
-from tests.support.postgres import PG_URI, fresh_schema, fresh_store
+from tests.support.postgres import PG_URI, fresh_schema, gated_store
 
 GATE_CLASS = 0x6F72_6431  # "ord1": the first key of the gates' advisory locks
 _keys = itertools.count(1)
@@ -51,19 +51,9 @@ def reader(gated: PostgresEventStore) -> Iterator[PostgresEventStore]:
 @pytest.fixture(scope="module")
 def gated() -> Iterator[PostgresEventStore]:
     """A store whose inserts into stream ``gate-<k>`` wait for advisory lock ``(GATE_CLASS, k)``."""
-    with fresh_store() as store, _connect() as connection:
-        s = sql.Identifier(store.schema).as_string(connection)
-        connection.execute(
-            f"""
-CREATE FUNCTION {s}.gate() RETURNS trigger LANGUAGE plpgsql AS $gate$
-BEGIN
-    PERFORM pg_advisory_xact_lock_shared({GATE_CLASS}, split_part(NEW.stream, '-', 2)::int);
-    RETURN NEW;
-END
-$gate$;
-CREATE TRIGGER gate AFTER INSERT ON {s}.events FOR EACH ROW EXECUTE FUNCTION {s}.gate();
-"""
-        )
+    with gated_store(
+        f"PERFORM pg_advisory_xact_lock_shared({GATE_CLASS}, split_part(NEW.stream, '-', 2)::int);"
+    ) as store:
         yield store
 
 

@@ -76,3 +76,25 @@ def store_fixture(**options: Any) -> Any:
             yield opened
 
     return store
+
+
+@contextmanager
+def gated_store(gate: str) -> Iterator[PostgresEventStore]:
+    """A fresh store whose every insert into its events runs ``gate``, PL/pgSQL statements that
+    see the row as ``NEW`` (a test-only trigger, after the insert, inside the writer's
+    transaction): typically a wait for an advisory lock the test holds, so a writer stops at a
+    point the test chooses and the test waits on conditions, never on time."""
+    with fresh_store() as store, psycopg.connect(PG_URI, autocommit=True) as connection:
+        s = sql.Identifier(store.schema).as_string(connection)
+        connection.execute(
+            f"""
+CREATE FUNCTION {s}.gate() RETURNS trigger LANGUAGE plpgsql AS $gate$
+BEGIN
+    {gate}
+    RETURN NEW;
+END
+$gate$;
+CREATE TRIGGER gate AFTER INSERT ON {s}.events FOR EACH ROW EXECUTE FUNCTION {s}.gate();
+"""
+        )
+        yield store
