@@ -25,7 +25,7 @@ import collections
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import attrs
 
@@ -95,9 +95,7 @@ class Gist:
     partitions one of the keys (or an unknown one): the types and keys are matched apart, so a
     gist wakes every subscription that one of its events would, and at times one more.
 
-    >>> from uuid import UUID
-    >>> placed = NewEvent(UUID(int=1), "Placed", b"{}", partition_key=7)
-    >>> gist = Gist.of([placed, NewEvent(UUID(int=2), "Paid", b"{}")])
+    >>> gist = Gist.of([("order-1", "Placed", 7), ("order-1", "Paid", None)])
     >>> (sorted(gist.types), sorted(gist.keys), gist.unkeyed)
     (['Paid', 'Placed'], [7], True)
     """
@@ -107,16 +105,18 @@ class Gist:
     unkeyed: bool
 
     @classmethod
-    def of(cls, events: Iterable[NewEvent]) -> Gist:
-        """The gist of a commit of ``events``."""
+    def of(cls, written: Written) -> Gist:
+        """The gist of a commit that wrote ``written`` (:func:`written_to`, :func:`written_by`)."""
         types: set[str] = set()
-        keys: set[int | None] = set()
-        for event in events:
-            types.add(event.type)
-            keys.add(event.partition_key)
-        unkeyed = None in keys
-        keys.discard(None)
-        return cls(frozenset(types), frozenset(k for k in keys if k is not None), unkeyed)
+        keys: set[int] = set()
+        unkeyed = False
+        for _, event_type, key in written:
+            types.add(event_type)
+            if key is None:
+                unkeyed = True
+            else:
+                keys.add(key)
+        return cls(frozenset(types), frozenset(keys), unkeyed)
 
     def __or__(self, other: Gist) -> Gist:
         """The gist of both commits."""

@@ -284,7 +284,6 @@ class PostgresEventStore:
             result = self._write(
                 lambda c, _: append_one(self._sql, c, stream, events, expected_revision, now),
                 written_to(stream, events),
-                events,
             )
         self._wrote(result.position)
         return result
@@ -301,8 +300,9 @@ class PostgresEventStore:
             except psycopg.errors.UniqueViolation:
                 return None
         if result is not None:
-            self._notifier.notify(written_to(stream, events))
-            self._announcer.announce(Gist.of(events))
+            written = written_to(stream, events)
+            self._notifier.notify(written)
+            self._announcer.announce(Gist.of(written))
         return result
 
     def append_batch(
@@ -376,9 +376,7 @@ class PostgresEventStore:
                 connection.cursor().executemany(self._sql.save_checkpoint, checkpoints)
             return lambda: [result() for result in results]
 
-        stored = self._write(
-            body, written_by(appends), [event for item in appends for event in item.events]
-        )
+        stored = self._write(body, written_by(appends))
         if stored:
             self._wrote(max(result.position for result in stored))
         return stored
@@ -566,12 +564,11 @@ class PostgresEventStore:
     def _write(
         self,
         body: Callable[[_Connection, bool], Callable[[], _T]],
-        written: Written | None,
-        events: Sequence[NewEvent],
+        written: Written,
     ) -> _T:
         """Run ``body`` in a write transaction, then wake the subscriptions that read what it
-        ``written`` (in the other processes too, if it wrote ``events``: those that may want
-        one of them); ``body`` returns how to read its result once the transaction ends.
+        ``written`` (in the other processes too: those that may want one of its events);
+        ``body`` returns how to read its result once the transaction ends.
 
         A transaction that loses a race for a stream's next revision (the ``(stream,
         revision)`` key) is rolled back and run again: its reads then see the winner's events,
@@ -579,9 +576,9 @@ class PostgresEventStore:
         and the first read share one round trip, and the inserts and the ``COMMIT`` another.
         """
         result = write_transaction(self._using, self._connections, body, self._name)
-        if written is None or written:
+        if written:
             self._notifier.notify(written)
-            self._announcer.announce(Gist.of(events))
+            self._announcer.announce(Gist.of(written))
         return result
 
     def _wrote(self, position: int) -> None:

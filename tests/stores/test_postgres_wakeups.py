@@ -19,7 +19,7 @@ from decider.stores import ANY, CaughtUp, Filter, NewEvent, Partitions, Recorded
 from decider.stores.contract import take, wait_until
 from decider.stores.postgres import PostgresEventStore, _listen
 from decider.stores.postgres._notify import PAYLOAD_LIMIT, gist_of, payload
-from decider.stores.subscription import CatchUpSubscription, Gist
+from decider.stores.subscription import CatchUpSubscription, Gist, written_to
 from tests.support.postgres import PG_URI, fresh_store
 
 HOUR = 3600.0
@@ -117,7 +117,7 @@ def test_a_gist_too_big_for_a_payload_wakes_every_subscription(
     reader, writer, reads = stores
     # 2,000 keys, none of partition 5: about 22,000 bytes, past PostgreSQL's 8,000.
     events = [_keyed(10**9 + COUNT * n) for n in range(2000)]
-    assert payload(Gist.of(events)) == ""
+    assert payload(Gist.of(written_to("many", events))) == ""
     with reader.subscribe(None, FIVE) as five, reader.subscribe(None) as everything:
         assert take(five, 1) == [CaughtUp(position=None)]
         assert isinstance(take(everything, 1)[0], CaughtUp)
