@@ -59,21 +59,14 @@ def append_all(
     streams: set[str] = set()
     for item in appends:
         expected, count = item.expected_revision, len(item.events)
-        if (
-            (type(expected) is int or expected is NO_STREAM)
-            and item.stream not in streams
-            and rows + count <= ROWS_PER_INSERT
-        ):
+        plain = (type(expected) is int or expected is NO_STREAM) and count <= ROWS_PER_INSERT
+        if not plain or item.stream in streams or rows + count > ROWS_PER_INSERT:
+            results += _append_run(connection, run, now)  # the run so far goes in first
+            run, rows, streams = [], 0, set()
+        if plain:
             run.append(item)
             streams.add(item.stream)
             rows += count
-            continue
-        results += _append_run(connection, run, now)
-        run, rows, streams = [], 0, set()
-        if (type(expected) is int or expected is NO_STREAM) and count <= ROWS_PER_INSERT:
-            run.append(item)
-            streams.add(item.stream)
-            rows = count
         else:
             results.append(append_one(connection, item.stream, item.events, expected, now))
     results += _append_run(connection, run, now)
@@ -90,7 +83,7 @@ def _append_run(
     does not hold or the insert is refused (the ``(stream, revision)`` key: nothing of it is
     written), each append goes by :func:`append_one`, which finds out why."""
     if len(run) < 2:
-        return [append_one(connection, a.stream, a.events, a.expected_revision, now) for a in run]
+        return _one_by_one(connection, run, now)
     afters = [_after(a.expected_revision) for a in run]
     guards = [(a.stream, after) for a, after in zip(run, afters, strict=True) if after >= 0]
     position: int | None = None
@@ -109,7 +102,7 @@ def _append_run(
         except sqlite3.IntegrityError:  # a stream is further on (or the ids are stored)
             position = None
     if position is None:
-        return [append_one(connection, a.stream, a.events, a.expected_revision, now) for a in run]
+        return _one_by_one(connection, run, now)
     results: list[AppendResult] = []
     for a, after in zip(reversed(run), reversed(afters), strict=True):
         results.append(
@@ -118,6 +111,13 @@ def _append_run(
         position -= len(a.events)
     results.reverse()
     return results
+
+
+def _one_by_one(
+    connection: sqlite3.Connection, run: Sequence[StreamAppend], now: str
+) -> list[AppendResult]:
+    """Each of ``run`` by :func:`append_one`, in order."""
+    return [append_one(connection, a.stream, a.events, a.expected_revision, now) for a in run]
 
 
 def _after(expected: ExpectedRevision) -> int:

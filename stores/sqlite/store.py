@@ -382,9 +382,7 @@ class SqliteEventStore:
             rows = self._query(sql.WRITTEN_BETWEEN, (count, looked, head))
         except StoreError:  # closing, or the file is away: the probe carries on
             return
-        self._notifier.notify_written(  # announced first (as above)
-            [(event_type, partition, position) for event_type, partition, position in rows], count
-        )
+        self._notifier.notify_written(rows, count)  # announced first (as above)
         with self._head_lock:
             self._watched_head = max(head, self._watched_head or 0)
 
