@@ -194,15 +194,11 @@ class Filter:
         >>> Filter(event_types=("Placed",)).matches("order-1", "Shipped")
         False
         """
-        if not self.include_system and (stream.startswith("$") or event_type.startswith("$")):
+        if not self.include_system and stream.startswith("$"):
             return False
         if self.stream_prefixes and not stream.startswith(self.stream_prefixes):
             return False
-        if self.event_types or self.event_type_prefixes:
-            return event_type in self.event_types or (
-                bool(self.event_type_prefixes) and event_type.startswith(self.event_type_prefixes)
-            )
-        return True
+        return self.takes_type(event_type)
 
     def takes_type(self, event_type: str) -> bool:
         """Whether an event of this type passes the filter in some stream.
