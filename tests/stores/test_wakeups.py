@@ -59,6 +59,23 @@ def _counted(
     )
 
 
+def _reads_of(
+    store: SqliteEventStore, monkeypatch: pytest.MonkeyPatch
+) -> list[tuple[int | None, Filter]]:
+    """Each ``read_all`` call made on ``store`` from now on: its position and its filter."""
+    reads: list[tuple[int | None, Filter]] = []
+    read_all = store.read_all
+
+    def counted(
+        after: int | None = None, limit: int | None = None, filter: Filter = ALL
+    ) -> list[RecordedEvent]:
+        reads.append((after, filter))
+        return read_all(after, limit, filter)
+
+    monkeypatch.setattr(store, "read_all", counted)
+    return reads
+
+
 def test_a_commit_of_other_events_costs_a_subscription_no_read() -> None:
     store = MemoryEventStore()
     reads: list[int | None] = []
@@ -214,21 +231,12 @@ def test_another_process_s_commit_of_partition_3_costs_a_holder_of_partition_5_n
 ) -> None:
     reader, process = writer
     five = Filter(partitions=Partitions(count=8, held=frozenset({5}), unknown=False))
-    reads: list[Filter] = []
-    real = reader.read_all
-
-    def counted(
-        after: int | None = None, limit: int | None = None, filter: Filter = ALL
-    ) -> list[RecordedEvent]:
-        reads.append(filter)
-        return real(after, limit, filter)
-
-    monkeypatch.setattr(reader, "read_all", counted)
+    reads = _reads_of(reader, monkeypatch)
     sub, everything = reader.subscribe(None, five), reader.subscribe(None)
     try:
         assert isinstance(take(sub, 1)[0], CaughtUp)
         assert isinstance(take(everything, 1)[0], CaughtUp)
-        before = reads.count(five)
+        before = [f for _, f in reads].count(five)
         for number in range(1, 4):
             _append_there(process, f"three-{number} {3 + 8 * number}")
         _append_there(process, "burst-4 11 200")  # more rows than one look used to read
@@ -236,7 +244,9 @@ def test_another_process_s_commit_of_partition_3_costs_a_holder_of_partition_5_n
         streams = [getattr(item, "stream", None) for item in take(everything, 203, timeout=10)]
         assert streams == ["three-1", "three-2", "three-3"] + ["burst-4"] * 200
         assert sub.poll(0) is None
-        assert reads.count(five) == before, "commits of partition 3 made partition 5's read"
+        assert [f for _, f in reads].count(five) == before, (
+            "commits of partition 3 made partition 5's read"
+        )
         _append_there(process, "five-5 13")
         [event] = take(sub, 1, timeout=10)
         assert isinstance(event, RecordedEvent) and event.stream == "five-5"
@@ -263,16 +273,7 @@ def test_a_sqlite_probe_rereads_no_row_announced_and_still_finds_a_silent_writer
 ) -> None:
     path = tmp_path / "events.db"
     store = SqliteEventStore(path, probe_interval=0.01)
-    reads: list[int | None] = []
-    read_all = store.read_all
-
-    def counted(
-        after: int | None = None, limit: int | None = None, filter: Filter = ALL
-    ) -> list[RecordedEvent]:
-        reads.append(after)
-        return read_all(after, limit, filter)
-
-    monkeypatch.setattr(store, "read_all", counted)
+    reads = _reads_of(store, monkeypatch)
     sub = store.subscribe(None, Filter(event_types=("Wanted",)))
     try:
         assert take(sub, 1) == [CaughtUp(position=None)]
@@ -284,7 +285,9 @@ def test_a_sqlite_probe_rereads_no_row_announced_and_still_finds_a_silent_writer
         store.append("mine", wanted, NO_STREAM)
         [mine] = take(sub, 1, timeout=10)
         assert isinstance(mine, RecordedEvent) and mine.id == wanted[0].id
-        assert reads[before:] == [3], "the read after the probes starts past the rows passed over"
+        assert [after for after, _ in reads[before:]] == [3], (
+            "the read after the probes starts past the rows passed over"
+        )
         # A writer that rings no bell (plain sqlite3): only the probe can find its row.
         with contextlib.closing(sqlite3.connect(path)) as plain, plain:
             plain.execute(
