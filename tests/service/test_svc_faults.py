@@ -193,10 +193,16 @@ def _backends(application_name: str) -> int:
 
 
 def _terminate(application_name: str) -> int:
-    """Kill every backend of the service; how many there were."""
+    """Kill every backend of the service and wait until each has exited; how many there were.
+
+    Without the wait, a killed backend stays in pg_stat_activity for a moment after
+    pg_terminate_backend returns, so the next round's "connected again" could count it and then
+    find nothing left to kill.
+    """
     with psycopg.connect(PG_URI, autocommit=True, connect_timeout=10) as connection:
         rows = connection.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+            "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity"
+            " WHERE application_name = %s",
             (application_name,),
         ).fetchall()
     return len(rows)
@@ -224,12 +230,19 @@ def test_postgres_connections_killed_mid_batch(tmp_path: Path) -> None:
                         handler_calls(effects_db) >= target and _backends(name) >= 1
                     )
 
-                wait_until(
-                    reached,
-                    60,
-                    f"{target} handler calls with the service connected",
-                )
-                killed.append(_terminate(name))
+                # A connection seen a moment ago may have been closed since (a one-off
+                # connection, or a pooled one the service replaced): look again until a kill
+                # finds one, for at most a minute.
+                deadline = time.monotonic() + 60
+                count = 0
+                while not count and time.monotonic() < deadline:
+                    wait_until(
+                        reached,
+                        60,
+                        f"{target} handler calls with the service connected",
+                    )
+                    count = _terminate(name)
+                killed.append(count)
             took = recover(
                 service,
                 lambda: all_done(store, effects_db, speeding),
