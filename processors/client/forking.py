@@ -63,6 +63,7 @@ from decider.processors.app.definition import AppDefinition, WorkflowRegistratio
 from decider.processors.app.errors import OperationError
 from decider.processors.app.messages import CANCEL_TYPE, COMMAND_FAILED, ForkMark
 from decider.processors.engine.reading import read_stream
+from decider.processors.group import partitions
 from decider.stores.errors import CorruptEvent, WrongExpectedVersion
 from decider.stores.protocol import (
     NO_STREAM,
@@ -382,6 +383,7 @@ def _plan(
         Kind.CANCELLED.value,
         codec.encode_data(mark),
         codec.encode_metadata(mark_metadata),
+        partition_key=builder.key,
     )
     appends = [StreamAppend(stream, [mark_event], last)]
     if builder.new:
@@ -531,6 +533,9 @@ class _Builder:
         self.workflow = registration.workflow
         self.generation = generation
         self.instance_id = instance_stream[len(registration.stream_prefix) :]
+        self.key = partitions.stream_key(instance_stream)
+        """The partition key of every event the fork writes: the instance's, as a processor
+        keys the work of each of its generations."""
         self.history = history
         self.decides_cancel = CANCEL_TYPE in registration.inputs
         self.state: Instance[Any] = start(self.workflow)
@@ -611,7 +616,7 @@ class _Builder:
         if reuses is not None:
             metadata = codec.with_reuse(metadata, reuses)
         revision = len(self.new)
-        self.new.append(NewEvent(new_id, type_name, data, metadata))
+        self.new.append(NewEvent(new_id, type_name, data, metadata, partition_key=self.key))
         self.planned.append(
             PlannedEvent(
                 revision, type_name, event, reuses, outbox and reuses is None, reuses_revision
