@@ -13,7 +13,7 @@ import pytest
 from decider import Lifecycle
 from decider.processors import App, FakeClock, Service, list_parked, retry_parked, show
 from decider.processors.app.errors import InstanceEnded, OperationError
-from decider.processors.client.forking import current_generation, fork_point
+from decider.processors.client.forking import current_generation, fork_point, plan_fork
 from decider.processors.commands.processor import CommandProcessor
 from decider.processors.console import Console, make_server
 from decider.processors.group.membership import PartitionGroup
@@ -257,6 +257,42 @@ def test_failed_instances_forked_while_a_group_of_two_runs_complete_in_their_par
         assert [e.type for e in new][-2:] == ["Received:repair.Poke", "Completed"]
         written = [*new, store.read_stream(instance)[-1]]
         assert {e.partition_key for e in written} == {stream_key(instance) if keyed else None}
+
+
+def test_a_fork_cut_short_between_its_writes_while_the_service_ran_is_finished_by_a_second(
+    store: EventStore, app_name: str
+) -> None:
+    """Without transactions a fork writes the new generation, then the mark. Cut short between
+    the two while the service runs on: the new generation's shipping is carried out and its
+    result, routed to the instance, reaches the old generation (not forked yet). The fork run
+    again carries that result into the new generation (no shipping again) and writes the rest."""
+    run_buggy(store, app_name, "o12")
+    app = make_app(app_name, repaired=True)
+    plan = plan_fork(app, store, "Repair-o12", at=4, reason="ship charged orders")
+    generation, _mark = plan.appends  # only the first of the two is written
+    assert generation.stream == "Repair-o12~g2"
+    store.append(generation.stream, generation.events, generation.expected_revision)
+    with Service(app, store, clock=FakeClock()) as service:
+        assert service.wait_until(
+            lambda: types(store, "Repair-o12")[-1] == "Ignored:repair.Shipped", WAIT
+        )
+        assert service.wait_idle(WAIT)
+    assert CALLS[app_name, "ship"] == 1
+
+    again = app.fork(store, "Repair", "o12", at=4, reason="ship charged orders")
+    assert not again.already
+    assert again.carried == 1  # the shipping's result
+    assert [e.type for e in again.events[: len(plan.events)]] == [e.type for e in plan.events]
+    assert [e.type for e in again.events[len(plan.events) :]] == ["Received:repair.Shipped"]
+    assert types(store, "Repair-o12")[-1] == "Cancelled"
+    with Service(app, store, clock=FakeClock()) as service:
+        app.publish(store, Poke(order_id="o12"), "repair-inputs")
+        assert service.wait_until(
+            lambda: status(store, app, "Repair-o12~g2") is Lifecycle.COMPLETED, WAIT
+        )
+        assert service.wait_idle(WAIT)
+    assert (CALLS[app_name, "charge"], CALLS[app_name, "ship"]) == (1, 1)
+    assert types(store, "Repair-o12~g2").count("Received:repair.Shipped") == 1
 
 
 def parked_charge(store: EventStore, name: str, order: str) -> str:
