@@ -27,7 +27,15 @@ plan); :func:`commit_fork` writes a plan; :func:`fork` does both (``app.fork``,
 ``decider fork``). A fork is idempotent: every id it writes is derived (from the new
 generation's stream and each input's message id, as a processor derives them), so a fork
 asked again of a generation it already forked at the same revision finds it done
-(``already``), and one cut short before its commit left nothing.
+(``already``), and one cut short before its commit left nothing. On a store without
+transactions the new generation is written first, then the mark: a fork cut short between the
+two is finished by the same fork asked again, which writes the rest of the new generation
+(the results its own commands and timers led to meanwhile, which reached the old generation,
+included) and the mark.
+
+WARNING: on a store without transactions, until a fork cut short between its two writes is
+asked again, the new generation's commands and timers are carried out while the instance's
+inputs still go to the old generation, whose ``decide`` may act on them.
 
 WARNING: inputs the old generation received after the fork's revision are not handled by the
 new one, except the results of reused commands and timers: publish them again, or fork at a
@@ -63,6 +71,7 @@ from decider.processors.app.definition import AppDefinition, WorkflowRegistratio
 from decider.processors.app.errors import OperationError
 from decider.processors.app.messages import CANCEL_TYPE, COMMAND_FAILED, ForkMark
 from decider.processors.engine.reading import read_stream
+from decider.processors.group import partitions
 from decider.stores.errors import CorruptEvent, WrongExpectedVersion
 from decider.stores.protocol import (
     NO_STREAM,
@@ -325,7 +334,9 @@ def plan_fork(
             raise OperationError(f"{stream} cannot be forked: {exc}") from exc
         return attrs.evolve(redone, already=True, appends=())
     try:
-        return _plan(app, store, registration, stream, records, at=at, why=reason.strip())
+        return _plan(
+            app, store, registration, stream, records, at=at, why=reason.strip(), resume=True
+        )
     except CorruptEvent as exc:
         raise OperationError(f"{stream} cannot be forked: {exc}") from exc
 
@@ -339,9 +350,11 @@ def _plan(
     *,
     at: int,
     why: str,
+    resume: bool = False,
 ) -> ForkPlan:
     """The plan of a fork of ``stream``, whose events (up to the fork, if it was) are
-    ``records``, at revision ``at``."""
+    ``records``, at revision ``at``; with ``resume``, the rest of a fork whose new generation
+    was written and its mark not (:func:`_begun`)."""
     last = records[-1].revision
     instance, number = streams.generation_of(stream)
     codec = app.codec
@@ -354,7 +367,8 @@ def _plan(
     if not any(r.revision <= at for r in history.inputs):
         raise OperationError(f"{stream} records no input up to revision {at}")
     generation = streams.generation_stream(instance, number + 1)
-    builder = _Builder(app, registration, instance, generation, history)
+    begun = read_stream(store, generation) if resume else []
+    builder = _Builder(app, registration, instance, generation, history, begun=bool(begun))
     for record in history.inputs:
         if record.revision <= at:
             builder.decide(history.input_of(record))
@@ -382,10 +396,13 @@ def _plan(
         Kind.CANCELLED.value,
         codec.encode_data(mark),
         codec.encode_metadata(mark_metadata),
+        partition_key=builder.key,
     )
     appends = [StreamAppend(stream, [mark_event], last)]
-    if builder.new:
-        appends.insert(0, StreamAppend(generation, builder.new, NO_STREAM))
+    rest = _begun(begun, builder.new, source=stream, generation=generation, at=at)
+    if rest:
+        expected = begun[-1].revision if begun else NO_STREAM
+        appends.insert(0, StreamAppend(generation, rest, expected))
     return ForkPlan(
         instance=instance,
         source=stream,
@@ -400,6 +417,23 @@ def _plan(
         skipped=tuple(builder.skipped),
         appends=tuple(appends),
     )
+
+
+def _begun(
+    begun: list[RecordedEvent], new: list[NewEvent], *, source: str, generation: str, at: int
+) -> list[NewEvent]:
+    """What of ``new`` (the new generation's events) is still to be written, given what a
+    fork cut short wrote of it (``begun``: on a store without transactions the new generation
+    is written first, then the mark). The same fork planned again decides the same inputs into
+    the same derived ids, then the results that came meanwhile: ``begun`` must be where ``new``
+    starts."""
+    if [event.id for event in begun] != [event.id for event in new[: len(begun)]]:
+        raise OperationError(
+            f"{generation} holds other events than this fork of {source} at revision {at} "
+            "would write (a fork begun with other inputs that did not finish?); fork at the "
+            "revision it was begun with"
+        )
+    return new[len(begun) :]
 
 
 def fork_point(app: AppDefinition, store: EventStore, stream: str) -> int | None:
@@ -525,12 +559,17 @@ class _Builder:
         instance_stream: str,
         generation: str,
         history: _History,
+        *,
+        begun: bool = False,
     ) -> None:
         self.app = app
         self.registration = registration
         self.workflow = registration.workflow
         self.generation = generation
         self.instance_id = instance_stream[len(registration.stream_prefix) :]
+        self.key = partitions.stream_key(instance_stream)
+        """The partition key of every event the fork writes: the instance's, as a processor
+        keys the work of each of its generations."""
         self.history = history
         self.decides_cancel = CANCEL_TYPE in registration.inputs
         self.state: Instance[Any] = start(self.workflow)
@@ -541,6 +580,11 @@ class _Builder:
         self.inputs = 0
         self._reused: dict[str, str] = {}
         """Each reused root id: the type of the event that reuses it."""
+        self._begun = begun
+        """Whether a fork cut short wrote this generation (its mark not): its own commands
+        and timers may have been carried out since, their results reaching the old one."""
+        self._own: dict[str, str] = {}
+        """Each command or timer carried out anew: its id, the type of its event."""
         self._carried_from: set[str] = set()
 
     def reused_roots(self) -> set[str]:
@@ -599,6 +643,8 @@ class _Builder:
                 recorded_at = old_metadata.recorded_at or record.recorded_at
         elif isinstance(event, Scheduled):
             recorded_at = datetime.now(UTC)
+        if outbox and reuses is None:
+            self._own[str(new_id)] = type_name
         metadata = codec.encode_metadata(
             Metadata(
                 message_id=str(new_id),
@@ -611,7 +657,7 @@ class _Builder:
         if reuses is not None:
             metadata = codec.with_reuse(metadata, reuses)
         revision = len(self.new)
-        self.new.append(NewEvent(new_id, type_name, data, metadata))
+        self.new.append(NewEvent(new_id, type_name, data, metadata, partition_key=self.key))
         self.planned.append(
             PlannedEvent(
                 revision, type_name, event, reuses, outbox and reuses is None, reuses_revision
@@ -621,16 +667,19 @@ class _Builder:
     def carry_results(self, store: EventStore) -> int:
         """Decide the results of the reused commands and timers that the new generation has
         not handled (the old one received them after the fork's revision, or not yet), in the
-        order they were stored; how many. Their decisions may reuse more: until none is left."""
+        order they were stored; how many. Their decisions may reuse more: until none is left.
+        Where a fork cut short wrote the generation, the results of its own commands and timers
+        too (carried out since; routed to the old generation, which was not marked yet)."""
         carried = 0
         while True:
-            pending = [root for root in self._reused if root not in self._carried_from]
+            roots = {**self._reused, **self._own} if self._begun else self._reused
+            pending = [root for root in roots if root not in self._carried_from]
             if not pending:
                 return carried
             found: list[tuple[int, _Input]] = []
             for root in pending:
                 self._carried_from.add(root)
-                for record in self._results(store, root, self._reused[root]):
+                for record in self._results(store, root, roots[root]):
                     found.extend(self._result_input(record))
             for _, given in sorted(found, key=lambda item: item[0]):
                 before = self.inputs
@@ -638,7 +687,7 @@ class _Builder:
                 carried += self.inputs - before
 
     def _results(self, store: EventStore, root: str, type_name: str) -> Iterable[RecordedEvent]:
-        """What the old command or timer ``root`` (reused by an event of ``type_name``) led to."""
+        """What the command or timer ``root`` (of an event of ``type_name``) led to."""
         kind = event_kind(type_name)
         if kind in TIMER_KINDS:
             yield from read_stream(store, streams.timer_stream(root))

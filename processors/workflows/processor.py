@@ -224,7 +224,7 @@ class WorkflowProcessor(DecidingProcessor):
         w = work.get(stream)
         if w is None:
             entry = self._load(stream, routed.event.type)
-            if entry.instance.status.terminal and self._forks:
+            if self._forks and entry.instance.status.terminal:
                 moved = self._to_generation(routed, streams.generation_of(stream)[0])
                 if moved.stream != stream:  # found forked just now: decide in the generation
                     self._decide(event, work)

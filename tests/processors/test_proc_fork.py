@@ -13,18 +13,20 @@ import pytest
 from decider import Lifecycle
 from decider.processors import App, FakeClock, Service, list_parked, retry_parked, show
 from decider.processors.app.errors import InstanceEnded, OperationError
-from decider.processors.client.forking import current_generation, fork_point
+from decider.processors.client.forking import current_generation, fork_point, plan_fork
 from decider.processors.commands.processor import CommandProcessor
 from decider.processors.console import Console, make_server
 from decider.processors.group.membership import PartitionGroup
+from decider.processors.group.partitions import stream_key
 from decider.processors.operate.replay_check import replay_stored
 from decider.processors.operate.skipped import list_skipped
 from decider.processors.timers.processor import TimerProcessor
 from decider.stores.leases import LeaseStore
-from decider.stores.protocol import EventStore
+from decider.stores.protocol import EventStore, KeyedStore
 from tests.support.fork_app import CALLS, DECLINED, REMIND_AFTER, Order, Poke, make_app
 from tests.support.partitions import member
 from tests.support.stores import counts, events, types
+from tests.support.waiting import wait_until
 
 WAIT = 30.0
 OLD = [
@@ -213,6 +215,84 @@ def test_a_running_instance_forked_while_a_partitioned_group_runs_it(
     assert (CALLS[app_name, "charge"], CALLS[app_name, "ship"]) == (1, 1)
     assert types(store, "Repair-o6")[-1] == "Cancelled"
     assert "Received:repair.Poke" not in types(store, "Repair-o6")
+
+
+def test_failed_instances_forked_while_a_group_of_two_runs_complete_in_their_partitions(
+    store: EventStore, app_name: str
+) -> None:
+    """Two processes share the partitions; the failed instances are forked while they run. What
+    a fork writes is keyed as the instance (on a store that keeps keys), so each generation's
+    work is its partition's: the charges are reused, each order shipped once, and the later
+    inputs reach only the new generations."""
+    orders = [f"p{i}" for i in range(8)]
+    run_buggy(store, app_name, *orders)
+    app = make_app(app_name, repaired=True)
+    assert isinstance(store, LeaseStore)
+    first = PartitionGroup(store, app, owner="first", ttl=2)
+    second = PartitionGroup(store, app, owner="second", ttl=2)
+    one, two = Service(app, store, group=first), Service(app, store, group=second)
+    with member(one), member(two):
+        wait_until(lambda: len(first.partitions()) == len(second.partitions()) == 8, WAIT)
+        for order in orders:
+            app.fork(store, "Repair", order, at=4, reason="ship charged orders")
+        shipped = "Received:repair.Shipped"
+        assert one.wait_until(
+            lambda: all(types(store, f"Repair-{o}~g2")[-1:] == [shipped] for o in orders), WAIT
+        )
+        for order in orders:
+            app.publish(store, Poke(order_id=order), "repair-inputs")
+        completed = Lifecycle.COMPLETED
+        assert one.wait_until(
+            lambda: all(status(store, app, f"Repair-{o}~g2") is completed for o in orders), WAIT
+        )
+        assert one.wait_idle(WAIT) and two.wait_idle(WAIT)
+        assert one.errors == two.errors == []
+    assert CALLS[app_name, "charge"] == len(orders)  # before the forks: none again
+    keyed = isinstance(store, KeyedStore)  # EventStoreDB keeps no keys
+    for order in orders:
+        instance = f"Repair-{order}"
+        assert types(store, instance) == [*OLD, "Cancelled"]  # no Poke, no Remind
+        new = store.read_stream(f"{instance}~g2")
+        assert [e.type for e in new].count(shipped) == 1
+        assert [e.type for e in new][-2:] == ["Received:repair.Poke", "Completed"]
+        written = [*new, store.read_stream(instance)[-1]]
+        assert {e.partition_key for e in written} == {stream_key(instance) if keyed else None}
+
+
+def test_a_fork_cut_short_between_its_writes_while_the_service_ran_is_finished_by_a_second(
+    store: EventStore, app_name: str
+) -> None:
+    """Without transactions a fork writes the new generation, then the mark. Cut short between
+    the two while the service runs on: the new generation's shipping is carried out and its
+    result, routed to the instance, reaches the old generation (not forked yet). The fork run
+    again carries that result into the new generation (no shipping again) and writes the rest."""
+    run_buggy(store, app_name, "o12")
+    app = make_app(app_name, repaired=True)
+    plan = plan_fork(app, store, "Repair-o12", at=4, reason="ship charged orders")
+    generation, _mark = plan.appends  # only the first of the two is written
+    assert generation.stream == "Repair-o12~g2"
+    store.append(generation.stream, generation.events, generation.expected_revision)
+    with Service(app, store, clock=FakeClock()) as service:
+        assert service.wait_until(
+            lambda: types(store, "Repair-o12")[-1] == "Ignored:repair.Shipped", WAIT
+        )
+        assert service.wait_idle(WAIT)
+    assert CALLS[app_name, "ship"] == 1
+
+    again = app.fork(store, "Repair", "o12", at=4, reason="ship charged orders")
+    assert not again.already
+    assert again.carried == 1  # the shipping's result
+    assert [e.type for e in again.events[: len(plan.events)]] == [e.type for e in plan.events]
+    assert [e.type for e in again.events[len(plan.events) :]] == ["Received:repair.Shipped"]
+    assert types(store, "Repair-o12")[-1] == "Cancelled"
+    with Service(app, store, clock=FakeClock()) as service:
+        app.publish(store, Poke(order_id="o12"), "repair-inputs")
+        assert service.wait_until(
+            lambda: status(store, app, "Repair-o12~g2") is Lifecycle.COMPLETED, WAIT
+        )
+        assert service.wait_idle(WAIT)
+    assert (CALLS[app_name, "charge"], CALLS[app_name, "ship"]) == (1, 1)
+    assert types(store, "Repair-o12~g2").count("Received:repair.Shipped") == 1
 
 
 def parked_charge(store: EventStore, name: str, order: str) -> str:

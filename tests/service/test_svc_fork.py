@@ -85,6 +85,11 @@ def test_preview_then_fork_then_the_fixed_service_completes_it(uri: str, store: 
     listed = json.loads(decider("list", "--app", FIXED, "--store", uri, "--json").stdout)
     forked = {i["stream"]: i["forked_to"] for i in listed["instances"]}
     assert forked == {"Repair-c1": "Repair-c1~g2", "Repair-c1~g2": None}
+    text = decider("list", "--app", FIXED, "--store", uri).stdout.splitlines()
+    (old,) = [line for line in text if line.startswith("Repair-c1 ")]
+    assert old.split()[1] == "failed" and old.endswith("  forked to Repair-c1~g2"), old
+    (new,) = [line for line in text if line.startswith("Repair-c1~g2 ")]
+    assert new.split()[1] == "running" and "forked to" not in new, new
     shown = decider("show", "Repair-c1", "--app", FIXED, "--store", uri)
     assert "forked to: Repair-c1~g2" in shown.stdout, shown.stderr
 
