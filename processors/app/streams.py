@@ -140,15 +140,26 @@ def instance_stream(workflow: str, instance_id: str) -> str:
 
     >>> instance_stream("Order", "o-1")
     'Order-o-1'
+    >>> instance_stream("Order", "o-1~g2")  # doctest: +IGNORE_EXCEPTION_DETAIL
+    Traceback (most recent call last):
+    InvalidStreamName: invalid stream name 'Order-o-1~g2': ... a generation of a forked instance
     """
     if not isinstance(instance_id, str) or not instance_id:
         raise InvalidStreamName(repr(instance_id)[:80], "an instance id must be a non-empty string")
-    return check_stream(grammar.instance_stream(workflow, instance_id))
+    stream = check_stream(grammar.instance_stream(workflow, instance_id))
+    if GENERATION in instance_id and generation_of(stream)[1] != 1:
+        raise InvalidStreamName(
+            _shown(stream),
+            f"an instance id must not end in {GENERATION!r} and a number:"
+            " that names a generation of a forked instance",
+        )
+    return stream
 
 
 GENERATION = "~g"
-"""Joins an instance stream and a generation's number (2, 3, ...) in a generation's stream name:
-an instance id that ends in ``~g`` and digits would be read as a generation."""
+"""Joins an instance stream and a generation's number (2, 3, ...) in a generation's stream name.
+An instance id that ends in ``~g`` and a number (``o-1~g2``) is refused when its stream is
+built, so that no instance's own stream reads as another's generation."""
 
 
 def generation_stream(instance_stream: str, number: int) -> str:
