@@ -22,6 +22,7 @@ iteration) does the reading, so a subscription that nobody polls costs nothing.
 from __future__ import annotations
 
 import collections
+import json
 import threading
 import time
 import weakref
@@ -47,9 +48,9 @@ ReadHeadAndPage = Callable[[int | None, int], tuple[int | None, list[RecordedEve
 limit)`` read after it, in one call (a store for which each is a round trip joins them)."""
 
 
-Summed = tuple[str, int | None, int]
-"""What another process wrote, summed up by a store's look: an event type, a partition (of the
-count the look was made for; ``None``: no key) and the last position of such events."""
+Summed = dict[str, dict[int | None, int]]
+"""What another process wrote, summed up by a store's look: for each event type, each partition
+(of the count the look was made for; ``None``: no key) with the last position of such events."""
 
 Written = Sequence[tuple[str, str, int | None]]
 """What a commit wrote: each event's stream, type and partition key."""
@@ -122,6 +123,65 @@ class Gist:
         """The gist of both commits."""
         return Gist(self.types | other.types, self.keys | other.keys, self.unkeyed or other.unkeyed)
 
+    def text(self) -> str:
+        """The gist as compact JSON (what :meth:`of_text` reads back).
+
+        >>> Gist(frozenset({"Placed"}), frozenset({7, 3}), False).text()
+        '[["Placed"],[3,7],0]'
+        """
+        return json.dumps(
+            [sorted(self.types), sorted(self.keys), int(self.unkeyed)], separators=(",", ":")
+        )
+
+    @classmethod
+    def of_text(cls, text: str) -> Gist | None:
+        """The gist ``text`` holds (:meth:`text`); ``None`` (unknown) for anything unreadable.
+
+        >>> Gist.of_text('[["Placed"],[3,7],0]') == Gist(
+        ...     frozenset({"Placed"}), frozenset({3, 7}), False
+        ... )
+        True
+        >>> Gist.of_text("") is None and Gist.of_text("[1") is None
+        True
+        """
+        try:
+            types, keys, unkeyed = json.loads(text)
+            return cls(frozenset(map(str, types)), frozenset(map(int, keys)), bool(unkeyed))
+        except (ValueError, TypeError):
+            return None
+
+    def summed(self, count: int, last: int, modulo: int = 0) -> Summed:
+        """The gist as a look's summary for :meth:`LogNotifier.notify_written` (each of its
+        types with each of its keys' partitions of ``count``, and ``None`` for no key), every
+        entry at ``last``, the last position of the commits it covers: an entry for each event,
+        and at times one more (types and keys are kept apart).
+
+        ``modulo``: the gist's keys are the events' keys modulo this (0: the keys themselves).
+        Where ``count`` does not divide it, the partitions are unknown: each is named.
+
+        >>> Gist(frozenset({"Placed"}), frozenset({7, 3}), True).summed(4, 12)
+        {'Placed': {3: 12, None: 12}}
+        >>> Gist(frozenset({"Placed"}), frozenset({5}), False).summed(2, 12, modulo=3)
+        {'Placed': {0: 12, 1: 12}}
+        """
+        partitions: dict[int | None, int]
+        if modulo and modulo % count:
+            partitions = dict.fromkeys(range(count), last) if self.keys else {}
+        else:
+            partitions = {key % count: last for key in self.keys}
+        if self.unkeyed:
+            partitions[None] = last
+        return dict.fromkeys(self.types, partitions)
+
+    def reduced(self, modulo: int) -> Gist:
+        """The gist with its keys modulo ``modulo`` (fewer of them; what :meth:`summed` reads
+        with ``modulo``).
+
+        >>> Gist(frozenset({"Placed"}), frozenset({7, 3, 11}), False).reduced(4).keys
+        frozenset({3})
+        """
+        return Gist(self.types, frozenset(key % modulo for key in self.keys), self.unkeyed)
+
 
 class LogNotifier:
     """Wakes the waiting subscriptions whose events were written, or all when the store closes.
@@ -190,7 +250,7 @@ class LogNotifier:
         found = [count for count in counts if count is not None]
         return found[0] if len(found) == 1 else 1
 
-    def notify_written(self, written: Sequence[Summed], count: int) -> None:
+    def notify_written(self, written: Summed, count: int) -> None:
         """Tell the subscriptions that some process wrote what ``written`` sums up (each event
         type and partition of ``count``, ``None`` for no key, with its last position): those
         that have not read past an entry their filter may take (its types, and its partitions
@@ -282,20 +342,23 @@ class CatchUpSubscription:
         held = None if self._filter is None else self._filter.partitions
         return None if held is None else held.count
 
-    def behind(self, written: Sequence[Summed], count: int) -> bool:
-        """Whether an entry of ``written`` (event type, partition of ``count`` or ``None``,
-        last position) is past what this subscription has read and may pass its filter (a
-        filter of another partition count takes every partition)."""
+    def behind(self, written: Summed, count: int) -> bool:
+        """Whether an entry of ``written`` (event type, then partition of ``count`` or ``None``,
+        with its last position) is past what this subscription has read and may pass its filter
+        (a filter of another partition count takes every partition)."""
         position, pattern = self._position, self._filter
         held = None if pattern is None else pattern.partitions
         if held is not None and held.count != count:
             held = None
-        return any(
-            (position is None or at > position)
-            and (pattern is None or pattern.takes_type(event_type))
-            and (held is None or (held.unknown if partition is None else partition in held.held))
-            for event_type, partition, at in written
-        )
+        for event_type, partitions in written.items():
+            if pattern is not None and not pattern.takes_type(event_type):
+                continue
+            for partition, at in partitions.items():
+                if (position is None or at > position) and (
+                    held is None or (held.unknown if partition is None else partition in held.held)
+                ):
+                    return True
+        return False
 
     def mark(self) -> None:
         """The log may hold something new for this subscription: read it again (the

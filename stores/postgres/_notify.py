@@ -28,7 +28,6 @@ other processes still look again within their probe interval
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 from collections.abc import Callable
 
@@ -43,7 +42,8 @@ empty: "wake every subscription"."""
 
 
 def payload(gist: Gist | None) -> str:
-    """The notification's payload for ``gist``: ``""`` (wake all) when unknown or too long.
+    """The notification's payload for ``gist`` (:meth:`Gist.text`): ``""`` (wake all) when
+    unknown or too long.
 
     >>> payload(Gist(frozenset({"Placed"}), frozenset({7, 3}), False))
     '[["Placed"],[3,7],0]'
@@ -52,27 +52,14 @@ def payload(gist: Gist | None) -> str:
     """
     if gist is None:
         return ""
-    text = json.dumps(
-        [sorted(gist.types), sorted(gist.keys), int(gist.unkeyed)], separators=(",", ":")
-    )
+    text = gist.text()
     return text if len(text.encode()) <= PAYLOAD_LIMIT else ""
 
 
 def gist_of(text: str) -> Gist | None:
-    """The gist a payload carries; ``None`` (wake all) for ``""`` or anything unreadable.
-
-    >>> gist_of('[["Placed"],[3,7],0]') == Gist(frozenset({"Placed"}), frozenset({3, 7}), False)
-    True
-    >>> gist_of("") is None and gist_of("[1") is None
-    True
-    """
-    try:
-        types, keys, unkeyed = json.loads(text)
-        return Gist(
-            frozenset(str(t) for t in types), frozenset(int(k) for k in keys), bool(unkeyed)
-        )
-    except (ValueError, TypeError):
-        return None
+    """The gist a payload carries; ``None`` (wake all) for ``""`` or anything unreadable
+    (:meth:`Gist.of_text`)."""
+    return Gist.of_text(text)
 
 
 class CommitAnnouncer:

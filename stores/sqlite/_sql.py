@@ -34,6 +34,14 @@ CREATE TABLE IF NOT EXISTS checkpoints (
     name     TEXT PRIMARY KEY,
     position INTEGER NOT NULL
 ) WITHOUT ROWID;
+-- What each commit of events wrote, in brief (see GISTS_SINCE): the other processes' watch reads
+-- these few rows instead of summing up the commits' events. Only recent ones are kept.
+CREATE TABLE IF NOT EXISTS commit_gists (
+    last    INTEGER PRIMARY KEY,  -- the commit's last position
+    first   INTEGER NOT NULL,     -- the log's head before it (0: empty); its rows are past this
+    modulo  INTEGER NOT NULL,     -- the gist's keys are the partition keys modulo this (0: as is)
+    gist    TEXT    NOT NULL      -- Gist.text(); '': not kept (too long)
+);
 """
 
 COLUMNS = "position, stream, revision, event_id, type, data, metadata, recorded_at, partition_key"
@@ -90,6 +98,18 @@ WRITTEN_BETWEEN = (
 )
 """What was written after a position up to another, in brief: each type and partition (of
 the count given; ``NULL``: no key) with its last position."""
+GIST_LIMIT = 7900
+"""The longest gist kept, in characters (a commit of many instances' keys); a longer one is kept
+as ``''``, and a look sums that commit's rows up in the database (:data:`WRITTEN_BETWEEN`)."""
+INSERT_GIST = "INSERT OR REPLACE INTO commit_gists (last, first, modulo, gist) VALUES (?, ?, ?, ?)"
+PRUNE_GISTS = "DELETE FROM commit_gists WHERE last <= ?"
+GISTS_SINCE = (
+    "SELECT h.head, g.first, g.last, g.modulo, g.gist"
+    " FROM (SELECT max(position) AS head FROM events) AS h LEFT JOIN commit_gists AS g"
+    " ON g.last > ? AND g.last <= h.head ORDER BY g.last"
+)
+"""The log's head and the gists of the commits after a position up to it, in one read: at least
+one row (the head; the gist's columns ``NULL`` when none is kept), ordered by position."""
 LOAD_CHECKPOINT = "SELECT position FROM checkpoints WHERE name = ?"
 SAVE_CHECKPOINT = (
     "INSERT INTO checkpoints (name, position) VALUES (?, ?)"

@@ -64,7 +64,9 @@ from decider.stores.sqlite._append import IDS_PER_QUERY, append_all, append_one
 from decider.stores.sqlite._watch import Doorbell, FileWatch, start_watch
 from decider.stores.subscription import (
     CatchUpSubscription,
+    Gist,
     LogNotifier,
+    Summed,
     Written,
     written_by,
     written_to,
@@ -79,6 +81,13 @@ SYNCHRONOUS_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
 _LOOK_AT_MOST = 10_000
 """How many positions past its last look the doorbell's look sums up at most; past that it
 wakes every subscription instead."""
+
+_KEEP_GISTS = 4 * _LOOK_AT_MOST
+"""How many positions back from the log's head the commits' gists are kept (a look never reads
+one further back than :data:`_LOOK_AT_MOST`)."""
+
+_PRUNE_GISTS_EVERY = 64
+"""A store forgets the gists too old to read once every this many commits of its own."""
 
 
 class SqliteEventStore:
@@ -140,6 +149,7 @@ class SqliteEventStore:
         self._watched_head: int | None = None
         self._head_lock = threading.Lock()
         """Guards ``_watched_head``: the watch and this process's commits move it."""
+        self._gists_kept = 0
         connection, _ = self._connection()
         try:
             if not self._in_memory:
@@ -363,13 +373,19 @@ class SqliteEventStore:
 
     def _file_written(self) -> None:
         """On the watch's thread: some process rang the doorbell. Sum up what was written since
-        the last look (each type and partition with its last position, counted in the
-        database) and wake the subscriptions that have not read past something they may want:
-        this process's own commits, already announced, wake nobody again."""
+        the last look and wake the subscriptions that have not read past something they may
+        want: this process's own commits, already announced, wake nobody again.
+
+        The sum comes from the commits' gists (each commit of events keeps one, see
+        :meth:`_keep_gist`), read with the log's head in one query: a few rows however many
+        events were written. Rows that no gist covers (a writer that keeps none, such as plain
+        ``sqlite3``, or a gist too long to keep) are summed up in the database instead (each
+        type and partition with its last position)."""
         try:
             with self._head_lock:
                 looked = self._watched_head or 0
-            head = self._head()
+            rows = self._query(sql.GISTS_SINCE, (looked,))
+            head = rows[0][0]
             if head is None or head <= looked:
                 return
             if head - looked > _LOOK_AT_MOST:  # a burst: every subscription looks for itself
@@ -379,12 +395,41 @@ class SqliteEventStore:
                     self._watched_head = max(head, self._watched_head or 0)
                 return
             count = self._notifier.partition_count()
-            rows = self._query(sql.WRITTEN_BETWEEN, (count, looked, head))
+            written = self._summed(rows, looked, head, count)
         except StoreError:  # closing, or the file is away: the probe carries on
             return
-        self._notifier.notify_written(rows, count)  # announced first (as above)
+        self._notifier.notify_written(written, count)  # announced first (as above)
         with self._head_lock:
             self._watched_head = max(head, self._watched_head or 0)
+
+    def _summed(self, rows: list[Any], looked: int, head: int, count: int) -> Summed:
+        """What the commits after ``looked`` up to ``head`` wrote (each type and partition of
+        ``count`` with its last position), from the gists in ``rows`` (:data:`sql.GISTS_SINCE`)
+        and, for the rows no gist covers, from the database."""
+        summed: Summed = {}
+        at = looked
+        # Ranges in log order: a later one's position replaces an earlier one's.
+        for _, first, last, modulo, text in rows:
+            if last is None:  # no gist past the last look
+                break
+            gist = Gist.of_text(text) if first == at and text else None
+            if gist is None:
+                self._sum_up(summed, count, at, last)
+            else:
+                for event_type, partitions in gist.summed(count, last, modulo).items():
+                    summed.setdefault(event_type, {}).update(partitions)
+            at = last
+        if at < head:
+            self._sum_up(summed, count, at, head)
+        return summed
+
+    def _sum_up(self, summed: Summed, count: int, after: int, last: int) -> None:
+        """Add to ``summed`` what the rows after ``after`` up to ``last`` are, summed up in the
+        database (:data:`sql.WRITTEN_BETWEEN`)."""
+        for event_type, partition, position in self._query(
+            sql.WRITTEN_BETWEEN, (count, after, last)
+        ):
+            summed.setdefault(event_type, {})[partition] = position
 
     def _announced(self) -> tuple[bool, int | None]:
         """A subscription's probe: whether every row up to the log's head was announced to this
@@ -432,9 +477,11 @@ class SqliteEventStore:
         ``BEGIN IMMEDIATE`` takes the write lock first, so the revision ``body`` reads still
         holds when it inserts, in this process and in every other.
         """
-        # With a watch, the log's head before and after the body (under the write lock: the
-        # rows between are this commit's) lets the watch skip this process's own rows.
-        watched = self._watch is not None and (written is None or bool(written))
+        # The log's head before and after the body (under the write lock: the rows between are
+        # this commit's) lets the watch skip this process's own rows, and dates the commit's
+        # gist, which the other processes' watch reads.
+        gisted = self._bell is not None and bool(written)
+        watched = gisted or (self._watch is not None and written is None)
         before = after = None
         connection, in_use = self._connection()
         with in_use:
@@ -447,6 +494,8 @@ class SqliteEventStore:
                     result = body(connection)
                     if watched:
                         after = _head_after(connection, before, result, last)
+                    if gisted and written and after is not None and after > (before or 0):
+                        self._keep_gist(connection, before or 0, after, written)
                     connection.execute("COMMIT")
                 except BaseException:
                     # Some errors (a full disk) end the transaction themselves.
@@ -462,6 +511,29 @@ class SqliteEventStore:
             if self._bell is not None:
                 self._bell.ring()
         return result
+
+    def _keep_gist(
+        self, connection: sqlite3.Connection, before: int, after: int, written: Written
+    ) -> None:
+        """Inside the commit's write transaction: keep its gist (what it wrote, in brief) for
+        the other processes' watch (:meth:`_file_written`); now and then, forget those too old
+        for any watch to read (one that far behind wakes every subscription instead)."""
+        gist = Gist.of(written)
+        # In a group, the partitions of the count this process reads by (its keys modulo it) are
+        # what the other processes' subscriptions read by too: a few numbers, not one key per
+        # instance.
+        modulo = self._notifier.partition_count()
+        if modulo > 1:
+            gist = gist.reduced(modulo)
+        else:
+            modulo = 0
+        text = gist.text()
+        connection.execute(
+            sql.INSERT_GIST, (after, before, modulo, text if len(text) <= sql.GIST_LIMIT else "")
+        )
+        self._gists_kept += 1
+        if self._gists_kept % _PRUNE_GISTS_EVERY == 0:
+            connection.execute(sql.PRUNE_GISTS, (after - _KEEP_GISTS,))
 
     def _own_rows(self, before: int | None, after: int) -> None:
         """This process committed (and announced) the rows after ``before`` up to ``after``:

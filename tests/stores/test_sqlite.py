@@ -217,7 +217,8 @@ def test_a_batch_whose_expectations_hold_is_one_guard_read_and_one_insert(
 ) -> None:
     """The (stream, revision) key and a guard on each expected revision check exact
     expectations: the batch's guards in one read, its rows in one insert; no query of a
-    stream's last revision, no ``last_insert_rowid()``."""
+    stream's last revision, no ``last_insert_rowid()``. Beside them, the commit reads the log's
+    head before its rows and keeps its gist (for the other processes' watch)."""
     store = SqliteEventStore(tmp_path / "e.db")
     try:
         store.append("a", new_events(1), NO_STREAM)
@@ -236,8 +237,8 @@ def test_a_batch_whose_expectations_hold_is_one_guard_read_and_one_insert(
         connection.set_trace_callback(None)
         reads = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
         inserts = [s for s in statements if s.lstrip().upper().startswith("INSERT")]
-        assert len(reads) == 1 and "count(*)" in reads[0]
-        assert len(inserts) == 1
+        assert len(reads) == 2 and "max(position)" in reads[0] and "count(*)" in reads[1]
+        assert len(inserts) == 2 and "commit_gists" in inserts[1]
         assert not any("last_insert_rowid" in s for s in statements)
         assert [r.next_expected_revision for r in results] == [3, 1, 0, 2]
         for result, stream in zip(results, "abcd", strict=True):

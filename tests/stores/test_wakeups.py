@@ -6,6 +6,8 @@
   the reader a probe of an hour, so only the doorbell can deliver within the test's patience.
   The reader's look sums up what was written by type and partition: a commit of partitions a
   subscription does not hold does not make it read.
+- That look reads the gists the writers kept with their commits (a few rows, however many
+  events were written); rows no gist covers (plain ``sqlite3``) are summed up in the database.
 - SQLite's probe reads the log only when a row there was not announced: this process's own
   commits cost a subscription that passes none of their events no read, and a writer that rings
   no bell is still found.
@@ -21,6 +23,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -37,6 +40,9 @@ from decider.stores import (
 from decider.stores.contract import new_events, take
 from decider.stores.memory import MemoryEventStore
 from decider.stores.sqlite import SqliteEventStore
+from decider.stores.sqlite import _sql as sql
+from decider.stores.sqlite import store as sqlite_store
+from decider.stores.sqlite._watch import Doorbell
 from decider.stores.subscription import CatchUpSubscription
 from tests.stores.process_support import ROOT
 
@@ -150,6 +156,9 @@ _WRITER = """
 import sys, uuid
 from decider.stores import ANY, NewEvent
 from decider.stores.sqlite import SqliteEventStore
+from decider.stores.sqlite import _sql as sql
+from decider.stores.sqlite import store as sqlite_store
+from decider.stores.sqlite._watch import Doorbell
 store = SqliteEventStore(sys.argv[1])
 for line in sys.stdin:
     stream, *more = line.split()
@@ -253,6 +262,77 @@ def test_another_process_s_commit_of_partition_3_costs_a_holder_of_partition_5_n
     finally:
         sub.stop()
         everything.stop()
+
+
+def _statements_of(store: SqliteEventStore, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Each statement ``store`` runs through its one-statement queries from now on."""
+    statements: list[str] = []
+    query = store._query
+
+    def counted(statement: str, params: tuple[object, ...]) -> list[Any]:
+        statements.append(statement)
+        return query(statement, params)
+
+    monkeypatch.setattr(store, "_query", counted)
+    return statements
+
+
+def test_another_process_s_commits_are_summed_up_from_their_gists_not_their_rows(
+    writer: tuple[SqliteEventStore, subprocess.Popen[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reader, process = writer
+    sub = reader.subscribe(None, Filter(stream_prefixes=("rung-",)))
+    try:
+        assert isinstance(take(sub, 1)[0], CaughtUp)
+        statements = _statements_of(reader, monkeypatch)
+        for number in range(1, 4):
+            _append_there(process, f"rung-{number} {number} 50")
+            assert len(take(sub, 50, timeout=10)) == 50
+        assert sql.GISTS_SINCE in statements
+        assert sql.WRITTEN_BETWEEN not in statements, "the look read the commits' rows"
+    finally:
+        sub.stop()
+
+
+def test_rows_no_gist_covers_are_summed_up_in_the_database(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "events.db"
+    store = SqliteEventStore(path, probe_interval=HOUR)
+    five = Filter(partitions=Partitions(count=8, held=frozenset({5}), unknown=False))
+    sub = store.subscribe(None, five)
+    try:
+        store.append("first", new_events(1), NO_STREAM)
+        assert isinstance(take(sub, 1)[0], CaughtUp)
+        statements = _statements_of(store, monkeypatch)
+        # A writer that keeps no gist (plain sqlite3), and a bell rung for it.
+        with contextlib.closing(sqlite3.connect(path)) as plain, plain:
+            plain.execute(
+                "INSERT INTO events (stream, revision, event_id, type, data, metadata,"
+                " recorded_at, partition_key) SELECT 'plain', 0, randomblob(16), type,"
+                " data, metadata, recorded_at, 13 FROM events WHERE position = 1"
+            )
+        Doorbell(str(path)).ring()
+        [event] = take(sub, 1, timeout=10)  # the probe would look in an hour
+        assert isinstance(event, RecordedEvent) and event.stream == "plain"
+        assert sql.WRITTEN_BETWEEN in statements
+    finally:
+        sub.stop()
+        store.close()
+
+
+def test_a_store_forgets_the_gists_no_look_reads_any_more(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_store, "_KEEP_GISTS", 10)
+    store = SqliteEventStore(tmp_path / "events.db", synchronous="OFF")
+    try:
+        for number in range(sqlite_store._PRUNE_GISTS_EVERY):
+            store.append(f"s-{number}", new_events(1), NO_STREAM)
+        kept = store._query("SELECT last FROM commit_gists ORDER BY last", ())
+        assert [last for (last,) in kept] == list(range(55, 65))
+    finally:
+        store.close()
 
 
 def test_the_doorbell_is_beside_the_file_and_an_in_memory_store_has_none(tmp_path: Path) -> None:
