@@ -372,35 +372,37 @@ class SqliteEventStore:
                 self._watch = start_watch(self._path, self._file_written)
 
     def _file_written(self) -> None:
-        """On the watch's thread: some process rang the doorbell. Sum up what was written since
-        the last look and wake the subscriptions that have not read past something they may
-        want: this process's own commits, already announced, wake nobody again.
+        """On the watch's thread: some process rang the doorbell: :meth:`_look`."""
+        with contextlib.suppress(StoreError):  # closing, or the file is away: the probe goes on
+            self._look()
+
+    def _look(self) -> int | None:
+        """Sum up what was written since the last look and wake the subscriptions that have
+        not read past something they may want: this process's own commits, already announced,
+        wake nobody again. The log's head, every row up to which is announced once this
+        returns.
 
         The sum comes from the commits' gists (each commit of events keeps one, see
         :meth:`_keep_gist`), read with the log's head in one query: a few rows however many
         events were written. Rows that no gist covers (a writer that keeps none, such as plain
         ``sqlite3``, or a gist too long to keep) are summed up in the database instead (each
-        type and partition with its last position)."""
-        try:
-            with self._head_lock:
-                looked = self._watched_head or 0
-            rows = self._query(sql.GISTS_SINCE, (looked,))
-            head = rows[0][0]
-            if head is None or head <= looked:
-                return
-            if head - looked > _LOOK_AT_MOST:  # a burst: every subscription looks for itself
-                # Announced first: a probe that finds the head watched passes over it unread.
-                self._notifier.notify(None)
-                with self._head_lock:
-                    self._watched_head = max(head, self._watched_head or 0)
-                return
+        type and partition with its last position). Safe on any thread, two at once included
+        (the watch's and a probe's: both announce, the head kept is the furthest)."""
+        with self._head_lock:
+            looked = self._watched_head or 0
+        rows = self._query(sql.GISTS_SINCE, (looked,))
+        head: int | None = next(last for first, last, _, _ in rows if first is None)
+        if head is None or head <= looked:
+            return head
+        if head - looked > _LOOK_AT_MOST:  # a burst: every subscription looks for itself
+            # Announced first: a probe that finds the head watched passes over it unread.
+            self._notifier.notify(None)
+        else:
             count = self._notifier.partition_count()
-            written = self._summed(rows, looked, head, count)
-        except StoreError:  # closing, or the file is away: the probe carries on
-            return
-        self._notifier.notify_written(written, count)  # announced first (as above)
+            self._notifier.notify_written(self._summed(rows, looked, head, count), count)
         with self._head_lock:
             self._watched_head = max(head, self._watched_head or 0)
+        return int(head)
 
     def _summed(self, rows: list[Any], looked: int, head: int, count: int) -> Summed:
         """What the commits after ``looked`` up to ``head`` wrote (each type and partition of
@@ -409,8 +411,9 @@ class SqliteEventStore:
         summed: Summed = {}
         at = looked
         # Ranges in log order: a later one's position replaces an earlier one's.
-        for _, first, last, modulo, text in rows:
-            if last is None:  # no gist past the last look
+        gists = sorted((row for row in rows if row[0] is not None), key=lambda row: row[1])
+        for first, last, modulo, text in gists:
+            if last > head:  # (never: a gist is written with its rows)
                 break
             gist = Gist.of_text(text) if first == at and text else None
             if gist is None:
@@ -434,15 +437,17 @@ class SqliteEventStore:
     def _announced(self) -> tuple[bool, int | None]:
         """A subscription's probe: whether every row up to the log's head was announced to this
         process's subscriptions, and the head. Every row up to ``_watched_head`` was, before it
-        moved there: this process's own commits by their notification, other processes' by the
-        watch's look. A row past it (another process's that rang no bell yet, or never will:
-        plain ``sqlite3``, a network mount) makes the probe read, as does a store with no
-        watch."""
+        moved there: this process's own commits by their notification, other processes' by a
+        look (:meth:`_look`). A row past it (another process's that rang no bell yet, or never
+        will: plain ``sqlite3``, a network mount) is looked at now, by the probe's own look: one
+        query that announces it to every subscription that may want it (the probing one
+        included, which then reads), where a read of each probing subscription would walk it.
+        A store with no watch reads."""
         if self._watch is None:
             return False, None
+        head = self._look()
         with self._head_lock:
             announced = self._watched_head or 0
-        head = self._head()
         return head is None or head <= announced, head
 
     def _head(self) -> int | None:

@@ -335,6 +335,37 @@ def test_a_store_forgets_the_gists_no_look_reads_any_more(
         store.close()
 
 
+def test_a_probe_looks_at_rows_no_bell_announced_and_reads_only_what_it_wants(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "events.db"
+    store = SqliteEventStore(path, probe_interval=0.01)
+    reads = _reads_of(store, monkeypatch)
+    sub = store.subscribe(None, Filter(event_types=("Wanted",)))
+    try:
+        store.append("first", new_events(1, "Unwanted"), NO_STREAM)
+        assert take(sub, 1) == [CaughtUp(position=1)]
+        before = len(reads)
+        for stream, event_type in (("silent-1", "Unwanted"), ("silent-2", "Wanted")):
+            # A writer that rings no bell (plain sqlite3): only a probe finds its rows.
+            with contextlib.closing(sqlite3.connect(path)) as plain, plain:
+                plain.execute(
+                    "INSERT INTO events (stream, revision, event_id, type, data, metadata,"
+                    " recorded_at, partition_key) SELECT ?, 0, randomblob(16), ?,"
+                    " data, metadata, recorded_at, NULL FROM events WHERE position = 1",
+                    (stream, event_type),
+                )
+            if event_type == "Unwanted":
+                assert sub.poll(0.3) is None  # about 30 probes
+                assert len(reads) == before, "a probe read rows its subscription does not want"
+        [event] = take(sub, 1, timeout=10)
+        assert isinstance(event, RecordedEvent) and event.stream == "silent-2"
+        assert [after for after, _ in reads[before:]] == [2], "one read, past the unwanted row"
+    finally:
+        sub.stop()
+        store.close()
+
+
 def test_the_doorbell_is_beside_the_file_and_an_in_memory_store_has_none(tmp_path: Path) -> None:
     path = tmp_path / "events.db"
     store = SqliteEventStore(path)
