@@ -5,8 +5,11 @@ while another thread runs a statement on it crashes the interpreter (sqlite3) or
 protocol state (psycopg). So each thread gets its own connection, paired with a lock that every
 use holds and that :meth:`ThreadConnections.close` takes before closing it. A thread that ends
 gives its connection back (short-lived threads must not pile up open files or server
-connections). ``shared=True`` keeps a single connection for every thread instead, taking turns
-through its lock (SQLite's ``:memory:``, which is one database per connection).
+connections): kept for the next thread that needs one (up to :data:`KEEP_IDLE`, where the store
+says how to tell a connection fit to hand on), so threads that come and go (a metrics
+endpoint's request threads) do not open and close a connection each. ``shared=True`` keeps a
+single connection for every thread instead, taking turns through its lock (SQLite's
+``:memory:``, which is one database per connection).
 """
 
 from __future__ import annotations
@@ -25,6 +28,9 @@ C = TypeVar("C", bound=_Closable)
 
 Pair = tuple[C, threading.RLock]
 
+KEEP_IDLE = 4
+"""How many connections of ended threads a store keeps for the next threads, at most."""
+
 
 class ThreadConnections(Generic[C]):
     """The connections of one store: one per thread (or one shared), each behind its lock.
@@ -39,8 +45,13 @@ class ThreadConnections(Generic[C]):
         closed_error: Callable[[], Exception],
         *,
         shared: bool = False,
+        reusable: Callable[[C], bool] | None = None,
     ) -> None:
         self._connect = connect
+        self._reusable = reusable
+        """Whether an ended thread's connection may serve the next thread (``None``: never)."""
+        self._idle: list[Pair[C]] = []
+        """Ended threads' connections, kept for the next threads (see :data:`KEEP_IDLE`)."""
         self._closed_error = closed_error
         self._shared = shared
         self._local = threading.local()
@@ -66,8 +77,8 @@ class ThreadConnections(Generic[C]):
         return self._closed
 
     def __len__(self) -> int:
-        """How many connections are open."""
-        return len(self._pairs)
+        """How many connections are open (the threads' and those kept for the next ones)."""
+        return len(self._pairs) + len(self._idle)
 
     def check_open(self) -> None:
         """Raise ``closed_error()`` once :meth:`close` was called."""
@@ -85,6 +96,11 @@ class ThreadConnections(Generic[C]):
                 return pair
             self._local.pair = None
             self._close_stale(pair)  # drop_all found it in use, or closed it already
+        with self._registry:
+            kept = self._idle.pop() if self._idle and not self._shared else None
+            if kept is not None:
+                self._adopt(kept, self._generation)
+                return kept
         generation = self._generation
         connection = self._connect()
         pair = (connection, threading.RLock())
@@ -99,14 +115,29 @@ class ThreadConnections(Generic[C]):
                     return self._pairs[0]
                 self._pairs.append(pair)
                 return pair
-            self._pairs.append(pair)
-            self._local.pair = pair
-            self._local.generation = generation
-            finalizer = weakref.finalize(
-                threading.current_thread(), _forget, weakref.ref(self), pair
-            )
-            self._finalizers.append(finalizer)
+            self._adopt(pair, generation)
         return pair
+
+    def _adopt(self, pair: Pair[C], generation: int) -> None:
+        """Make ``pair`` this thread's (under the registry's lock), given back when it ends."""
+        self._pairs.append(pair)
+        self._local.pair = pair
+        self._local.generation = generation
+        finalizer = weakref.finalize(threading.current_thread(), _forget, weakref.ref(self), pair)
+        self._finalizers.append(finalizer)
+
+    def _keep(self, pair: Pair[C]) -> bool:
+        """Under the registry's lock: keep an ended thread's ``pair`` for the next thread, if
+        the store says it is fit and fewer than :data:`KEEP_IDLE` are kept."""
+        if self._closed or self._reusable is None or len(self._idle) >= KEEP_IDLE:
+            return False
+        try:
+            fit = self._reusable(pair[0])
+        except Exception:  # a connection that cannot tell is not handed on
+            fit = False
+        if fit:
+            self._idle.append(pair)
+        return fit
 
     def drop(self, pair: Pair[C]) -> None:
         """Forget and close this thread's connection (it broke); the next :meth:`get` opens
@@ -142,7 +173,8 @@ class ThreadConnections(Generic[C]):
         """
         with self._registry:
             self._generation += 1
-            pairs, self._pairs = self._pairs, []
+            pairs, self._pairs = [*self._pairs, *self._idle], []
+            self._idle = []
             finalizers, self._finalizers = self._finalizers, []
         for finalizer in finalizers:
             finalizer.detach()
@@ -170,8 +202,9 @@ class ThreadConnections(Generic[C]):
         """Close every connection, each once its current use ends; safe to call twice."""
         with self._registry:
             self._closed = True
-            pairs, self._pairs = [*self._pairs, *self._stale], []
+            pairs, self._pairs = [*self._pairs, *self._stale, *self._idle], []
             self._stale = []
+            self._idle = []
             finalizers, self._finalizers = self._finalizers, []
         for finalizer in finalizers:
             finalizer.detach()
@@ -181,13 +214,16 @@ class ThreadConnections(Generic[C]):
 
 
 def _forget(owner_ref: weakref.ref[ThreadConnections[Any]], pair: Pair[Any]) -> None:
-    """Close the connection of a thread that ended, unless its owner closed it already."""
+    """Keep the connection of a thread that ended for the next thread, or close it, unless its
+    owner closed it already."""
     owner = owner_ref()
     if owner is not None:
         with owner._registry:
             if pair not in owner._pairs:
                 return
             owner._pairs.remove(pair)
+            if owner._keep(pair):
+                return
     connection, in_use = pair
     with in_use:
         connection.close()

@@ -86,6 +86,7 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar, TypeVar
 
 import psycopg
+from psycopg.pq import TransactionStatus
 from psycopg.rows import TupleRow
 
 from decider.stores._connections import ThreadConnections
@@ -202,7 +203,9 @@ class PostgresEventStore:
         self._states = PostgresStates(schema)
         self._session = f"SET TIME ZONE 'UTC'; SET synchronous_commit TO {level}"
         self._connections = ThreadConnections(
-            self._connect, lambda: StoreError(f"the PostgreSQL event store {self._name} is closed")
+            self._connect,
+            lambda: StoreError(f"the PostgreSQL event store {self._name} is closed"),
+            reusable=_reusable,
         )
         self._notifier = LogNotifier()
         self._written = 0  # the id of this store's last write transaction (read your writes)
@@ -674,6 +677,12 @@ class PostgresEventStore:
                 listener.stop(timeout=0)
                 raise store_error(self._name, exc) from exc
             self._listener = listener
+
+
+def _reusable(connection: _Connection) -> bool:
+    """Whether an ended thread's connection may serve the next thread: open, and in no
+    transaction (an idle session, as every statement of this store leaves it)."""
+    return not connection.closed and connection.info.transaction_status == TransactionStatus.IDLE
 
 
 def _stored(result: AppendResult) -> Callable[[], AppendResult]:

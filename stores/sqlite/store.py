@@ -141,6 +141,7 @@ class SqliteEventStore:
             self._connect,
             lambda: StoreError(f"the SQLite event store {self._path!r} is closed"),
             shared=self._in_memory,
+            reusable=lambda connection: not connection.in_transaction,
         )
         self._notifier = LogNotifier()
         self._bell = None if self._in_memory else Doorbell(self._path)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 
-from decider.stores._connections import ThreadConnections
+from decider.stores._connections import KEEP_IDLE, ThreadConnections
 
 
 class Fake:
@@ -39,3 +39,50 @@ def test_dropping_a_connection_closes_it_and_the_next_use_opens_another() -> Non
     assert stray.closed and connections.get()[0] is fresh
     connections.close()
     assert fresh.closed
+
+
+def test_a_thread_that_ends_leaves_its_connection_to_the_next_one_if_it_is_fit() -> None:
+    fit = {"yes": True}
+    connections = ThreadConnections(
+        Fake, lambda: RuntimeError("closed"), reusable=lambda _: fit["yes"]
+    )
+    taken: list[Fake] = []
+
+    def take() -> None:
+        taken.append(connections.get()[0])
+
+    for _ in range(3):
+        thread = threading.Thread(target=take)
+        thread.start()
+        thread.join(10)
+        del thread
+    assert taken[0] is taken[1] is taken[2] and connections.opened == 1
+    assert [c.closed for c in taken] == [False] * 3 and len(connections) == 1
+    fit["yes"] = False  # (a connection left in a transaction, say): closed, not handed on
+    thread = threading.Thread(target=take)
+    thread.start()
+    thread.join(10)
+    del thread
+    assert taken[3] is taken[0] and [c.closed for c in taken] == [True] * 4
+    assert len(connections) == 0
+    connections.close()
+
+
+def test_at_most_keep_idle_connections_wait_and_close_closes_them() -> None:
+    connections = ThreadConnections(Fake, lambda: RuntimeError("closed"), reusable=lambda _: True)
+    taken: list[Fake] = []
+    barrier = threading.Barrier(KEEP_IDLE + 2)
+
+    def take() -> None:
+        taken.append(connections.get()[0])
+        barrier.wait(10)  # all at once: each opens its own
+
+    threads = [threading.Thread(target=take) for _ in range(KEEP_IDLE + 2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    del threads, thread
+    assert len(connections) == KEEP_IDLE and sum(c.closed for c in taken) == 2
+    connections.close()
+    assert all(c.closed for c in taken)

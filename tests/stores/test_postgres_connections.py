@@ -1,4 +1,6 @@
-"""The PostgreSQL store keeps its connections: a thread's connection lasts its life, and a
+"""The PostgreSQL store keeps its connections: a thread's connection lasts its life (and is
+kept for the next thread when the thread ends: a metrics endpoint's request threads share one
+server backend), and a
 failed write transaction (a lost lease, a conflict, a lost race for a revision, all inside a
 pipelined commit) is rolled back on the same connection, never replaced, with nothing logged
 of psycopg's "error ignored terminating ... pipeline aborted" kind."""
@@ -48,6 +50,24 @@ def _claim(store: PostgresEventStore, partition: str, owner: str) -> Lease:
 
 def _problems(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_threads_that_come_and_go_reuse_one_backend(store: PostgresEventStore) -> None:
+    store.append("s", new_events(1), NO_STREAM)
+    opened = store.connections_opened
+    backends: list[int] = []
+
+    def scrape() -> None:  # what a metrics endpoint's request thread does
+        backends.append(_backend(store))
+        store.read_all(None, 10)
+
+    for _ in range(4):
+        thread = threading.Thread(target=scrape)
+        thread.start()
+        thread.join(10)
+        del thread
+    assert len(set(backends)) == 1, f"a backend per thread: {backends}"
+    assert store.connections_opened == opened + 1
 
 
 def test_failed_partitioned_commits_keep_their_connection(
