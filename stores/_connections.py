@@ -20,6 +20,11 @@ from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar
 
 
+class _Token:
+    """What a thread's local storage holds while the thread has a connection (see
+    :meth:`ThreadConnections._adopt`)."""
+
+
 class _Closable(Protocol):
     def close(self) -> None: ...
 
@@ -56,7 +61,7 @@ class ThreadConnections(Generic[C]):
         self._shared = shared
         self._local = threading.local()
         self._pairs: list[Pair[C]] = []
-        self._registry = threading.Lock()
+        self._registry = threading.RLock()  # re-entered by _forget, when _adopt drops a token
         self._finalizers: list[weakref.finalize[Any, Any]] = []
         self._closed = False
         self._generation = 0
@@ -123,7 +128,11 @@ class ThreadConnections(Generic[C]):
         self._pairs.append(pair)
         self._local.pair = pair
         self._local.generation = generation
-        finalizer = weakref.finalize(threading.current_thread(), _forget, weakref.ref(self), pair)
+        # A token only this thread's local storage holds: dropped as the thread ends (the
+        # thread object itself may live on, in a reference cycle the collector frees later).
+        token = _Token()
+        self._local.token = token
+        finalizer = weakref.finalize(token, _forget, weakref.ref(self), pair)
         self._finalizers.append(finalizer)
 
     def _keep(self, pair: Pair[C]) -> bool:
