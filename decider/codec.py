@@ -33,7 +33,7 @@ import re
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, cast
 
 import attrs
 
@@ -105,6 +105,8 @@ _WRAPPING: dict[str, type[Any]] = {
     Kind.PUBLISHED: Published,
 }
 _KIND_OF: dict[type[Any], str] = {cls: kind for kind, cls in _WRAPPING.items()}
+_Wrapping: TypeAlias = InitiatedBy[Any] | Received[Any] | Replied[Any] | Sent[Any] | Published[Any]
+"""The workflow events of :data:`_WRAPPING`: each carries a message."""
 _EMPTY = b"{}"
 _OPTIONAL_TEXT = ("correlation_id", "causation_id", "workflow_version", "traceparent", "tracestate")
 """The metadata fields that are absent or a string (absent ones decode as ``None``)."""
@@ -255,6 +257,10 @@ class Codec:
 
     def encode_event(self, event: WorkflowEvent[Any, Any]) -> tuple[str, bytes]:
         """A workflow event as (stored type name, JSON bytes)."""
+        kind = _KIND_OF.get(type(event))
+        if kind is not None:  # a message it carries (Sent, Received, ...): most events
+            name, body = self._unstructure(cast(_Wrapping, event).message)
+            return stored_type(kind, name), self._dumps(body)
         if isinstance(event, Began):
             return BEGAN, _EMPTY
         if isinstance(event, Completed):
@@ -270,11 +276,7 @@ class Codec:
             name, body = self._unstructure(event.message)
             doc = {"reason": event.reason, "message": body}
             return stored_type(Kind.IGNORED, name), self._dumps(doc)
-        kind = _KIND_OF.get(type(event))
-        if kind is None:
-            raise DeciderError(f"{event!r} is not a workflow event")
-        name, body = self._unstructure(event.message)
-        return stored_type(kind, name), self._dumps(body)
+        raise DeciderError(f"{event!r} is not a workflow event")
 
     def decode_event(self, type_name: str, data: bytes) -> WorkflowEvent[Any, Any]:
         """The workflow event of a stored type name and JSON bytes."""
