@@ -52,10 +52,10 @@ def append_all(
 
     Consecutive appends go in together (:func:`_append_run`) when each is either an exact
     revision (or ``NO_STREAM``) to a stream no other append of the run writes, or one event
-    appended with ``ANY`` (several may go to one stream: a router's copies), no two with the
-    same stream and id: one statement checks every guard, one reads the ``ANY`` streams' ends,
-    one inserts every row. Any other append, or a run that does not plainly hold, goes by
-    :func:`append_one`.
+    appended with ``ANY`` (several may go to one stream: a router's copies; when the batch
+    has more than one such), no two with the same stream and id: one statement checks every
+    guard, one reads the ``ANY`` streams' ends, one inserts every row. Any other append, or a
+    run that does not plainly hold, goes by :func:`append_one`.
     """
     results: list[AppendResult] = []
     run: list[StreamAppend] = []
@@ -63,12 +63,14 @@ def append_all(
     exact: set[str] = set()  # the streams of the run's exact appends
     anys: set[tuple[str, uuid.UUID]] = set()  # the streams and ids of its ANY appends
     any_streams: set[str] = set()
+    # One ANY append alone is one statement by append_one; in a run it costs a read more.
+    any_runs = sum(a.expected_revision is ANY and len(a.events) == 1 for a in appends) > 1
     for item in appends:
         expected, count, stream = item.expected_revision, len(item.events), item.stream
         if (type(expected) is int or expected is NO_STREAM) and count <= ROWS_PER_INSERT:
             joins = stream not in exact and stream not in any_streams
             one: tuple[str, uuid.UUID] | None = None
-        elif expected is ANY and count == 1:
+        elif any_runs and expected is ANY and count == 1:
             one = (stream, item.events[0].id)
             joins = stream not in exact and one not in anys
         else:
