@@ -33,7 +33,7 @@ import re
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any, TypeAlias, cast
+from typing import Any, TypeAlias
 
 import attrs
 
@@ -105,8 +105,6 @@ _WRAPPING: dict[str, type[Any]] = {
     Kind.PUBLISHED: Published,
 }
 _KIND_OF: dict[type[Any], str] = {cls: kind for kind, cls in _WRAPPING.items()}
-_Wrapping: TypeAlias = InitiatedBy[Any] | Received[Any] | Replied[Any] | Sent[Any] | Published[Any]
-"""The workflow events of :data:`_WRAPPING`: each carries a message."""
 _EMPTY = b"{}"
 _OPTIONAL_TEXT = ("correlation_id", "causation_id", "workflow_version", "traceparent", "tracestate")
 """The metadata fields that are absent or a string (absent ones decode as ``None``)."""
@@ -259,7 +257,8 @@ class Codec:
         """A workflow event as (stored type name, JSON bytes)."""
         kind = _KIND_OF.get(type(event))
         if kind is not None:  # a message it carries (Sent, Received, ...): most events
-            name, body = self._unstructure(cast(_Wrapping, event).message)
+            message = event.message  # type: ignore[union-attr]  # each kind of _KIND_OF has one
+            name, body = self._unstructure(message)
             return stored_type(kind, name), self._dumps(body)
         if isinstance(event, Began):
             return BEGAN, _EMPTY

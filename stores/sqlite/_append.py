@@ -64,7 +64,7 @@ def append_all(
     anys: set[tuple[str, uuid.UUID]] = set()  # the streams and ids of its ANY appends
     any_streams: set[str] = set()
     # One ANY append alone is one statement by append_one; in a run it costs a read more.
-    any_runs = sum(a.expected_revision is ANY and len(a.events) == 1 for a in appends) > 1
+    any_runs = sum([a.expected_revision is ANY and len(a.events) == 1 for a in appends]) > 1
     for item in appends:
         expected, count, stream = item.expected_revision, len(item.events), item.stream
         if (type(expected) is int or expected is NO_STREAM) and count <= ROWS_PER_INSERT:
@@ -104,7 +104,9 @@ def _append_run(
     written), each append goes by :func:`append_one`, which finds out why."""
     if len(run) < 2:
         return _one_by_one(connection, run, now)
-    afters = [_after(a.expected_revision) for a in run]
+    # The revision each append goes after: an exact one's; -1 for NO_STREAM, and for ANY until
+    # its stream's end is read.
+    afters = [x if type(x := a.expected_revision) is int else -1 for a in run]
     guards = [
         (a.stream, after)
         for a, after in zip(run, afters, strict=True)
@@ -152,13 +154,6 @@ def _one_by_one(
 ) -> list[AppendResult]:
     """Each of ``run`` by :func:`append_one`, in order."""
     return [append_one(connection, a.stream, a.events, a.expected_revision, now) for a in run]
-
-
-def _after(expected: ExpectedRevision) -> int:
-    """The revision an exact expectation (or ``NO_STREAM``: -1) says the stream ends at
-    (``ANY``: -1 until the stream's end is read)."""
-    assert type(expected) is int or expected is NO_STREAM or expected is ANY
-    return expected if type(expected) is int else -1
 
 
 def _any_ends(
