@@ -255,6 +255,11 @@ class Codec:
 
     def encode_event(self, event: WorkflowEvent[Any, Any]) -> tuple[str, bytes]:
         """A workflow event as (stored type name, JSON bytes)."""
+        kind = _KIND_OF.get(type(event))
+        if kind is not None:  # a message it carries (Sent, Received, ...): most events
+            message = event.message  # type: ignore[union-attr]  # each kind of _KIND_OF has one
+            name, body = self._unstructure(message)
+            return stored_type(kind, name), self._dumps(body)
         if isinstance(event, Began):
             return BEGAN, _EMPTY
         if isinstance(event, Completed):
@@ -270,11 +275,7 @@ class Codec:
             name, body = self._unstructure(event.message)
             doc = {"reason": event.reason, "message": body}
             return stored_type(Kind.IGNORED, name), self._dumps(doc)
-        kind = _KIND_OF.get(type(event))
-        if kind is None:
-            raise DeciderError(f"{event!r} is not a workflow event")
-        name, body = self._unstructure(event.message)
-        return stored_type(kind, name), self._dumps(body)
+        raise DeciderError(f"{event!r} is not a workflow event")
 
     def decode_event(self, type_name: str, data: bytes) -> WorkflowEvent[Any, Any]:
         """The workflow event of a stored type name and JSON bytes."""

@@ -137,7 +137,8 @@ class Lifecycle(enum.Enum):
         >>> Lifecycle.FAILED.terminal, Lifecycle.RUNNING.terminal
         (True, False)
         """
-        return self in _IGNORED_BECAUSE
+        # A tuple: its members are found by identity, without the enum's hash (a Python call).
+        return self in _TERMINAL
 
 
 def fold(workflow: Workflow[I, S, O], events: Iterable[WorkflowEvent[I, O]]) -> S:
@@ -297,6 +298,7 @@ _IGNORED_BECAUSE: dict[Lifecycle, str] = {
     Lifecycle.CANCELLED: "the workflow instance was cancelled",
 }
 """The terminal statuses and the reason an input that reaches one is ignored for."""
+_TERMINAL = tuple(_IGNORED_BECAUSE)
 
 
 def start(workflow: Workflow[I, S, O]) -> Instance[S]:

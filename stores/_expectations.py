@@ -36,6 +36,9 @@ Stored = tuple[uuid.UUID, int, int]
 
 def validate_append(events_count: int, expected: ExpectedRevision) -> None:
     """Reject malformed appends with a clear error before touching the store."""
+    plain = type(expected) is StreamState or (type(expected) is int and expected >= 0)
+    if events_count and plain:
+        return  # the common append, checked at once
     if events_count == 0:
         raise ValueError("an append needs at least one event")
     if isinstance(expected, bool) or not isinstance(expected, int | StreamState):

@@ -30,6 +30,8 @@ from decider.stores.leases import (
 from decider.stores.names import CHECKPOINT, DEFAULT, NameRules
 from decider.stores.protocol import (
     ALL,
+    ANY,
+    NO_STREAM,
     AppendResult,
     ExpectedRevision,
     Filter,
@@ -115,10 +117,11 @@ class MemoryEventStore:
                     raise LeaseLost(fence, current)
             log_length = len(self._log)
             results: list[AppendResult] = []
+            now = datetime.now(UTC)  # one commit: one time for all of its events
             try:
                 for item in appends:
                     results.append(
-                        self._append_locked(item.stream, item.events, item.expected_revision)
+                        self._append_locked(item.stream, item.events, item.expected_revision, now)
                     )
             except BaseException:
                 self._undo(log_length)
@@ -193,17 +196,10 @@ class MemoryEventStore:
             start = 0
             if after_position is not None:
                 start = bisect.bisect_right(self._log, after_position, key=lambda e: e.position)
-            found: list[RecordedEvent] = []
-            log = self._log
-            # By index: islice(log, start) would step through the first ``start`` events on
-            # every call, a cost that grew with the log on every page a subscription read.
-            for index in range(start, len(log)):
-                if limit is not None and len(found) >= limit:
-                    break
-                event = log[index]
-                if filter.passes(event):
-                    found.append(event)
-            return found
+            # By index (Filter.select): islice(log, start) would step through the first
+            # ``start`` events on every call, a cost that grew with the log on every page a
+            # subscription read.
+            return filter.select(self._log, start, limit)
 
     def subscribe(
         self, after_position: int | None = None, filter: Filter = ALL
@@ -271,8 +267,64 @@ class MemoryEventStore:
             return self._log[-1].position if self._log else None
 
     def _append_locked(
-        self, stream: str, events: Sequence[NewEvent], expected: ExpectedRevision
+        self,
+        stream: str,
+        events: Sequence[NewEvent],
+        expected: ExpectedRevision,
+        now: datetime | None = None,
     ) -> AppendResult:
+        stored = self._streams.get(stream)
+        last = stored[-1].revision if stored else None
+        # The common append needs no plan: an exact revision (or NO_STREAM) that is the
+        # stream's, or ANY on a stream that does not exist yet. Anything else may be a
+        # re-append of stored events, or a conflict: plan_append tells which.
+        if expected is ANY or expected is NO_STREAM:
+            writes = last is None
+        else:
+            writes = type(expected) is int and expected == last
+        if not writes:
+            already = self._plan(stream, events, expected, last)
+            if already is not None:
+                return already
+        if now is None:
+            now = datetime.now(UTC)
+        log = self._log
+        next_position = log[-1].position + 1 if log else 1
+        revision = -1 if last is None else last
+        if stored is None:
+            stored = self._streams[stream] = []
+            stream_ids = self._ids[stream] = {}
+        else:
+            stream_ids = self._ids[stream]
+        for offset, event in enumerate(events, start=1):
+            recorded = RecordedEvent(
+                event.id,
+                event.type,
+                event.data,
+                event.metadata,
+                stream,
+                revision + offset,
+                next_position + offset - 1,
+                now,
+                partition_key=event.partition_key,
+            )
+            log.append(recorded)
+            stored.append(recorded)
+            stream_ids[event.id] = recorded  # a repeated id counts at its latest revision
+        return AppendResult(
+            next_expected_revision=revision + len(events), position=log[-1].position
+        )
+
+    def _plan(
+        self,
+        stream: str,
+        events: Sequence[NewEvent],
+        expected: ExpectedRevision,
+        last: int | None,
+    ) -> AppendResult | None:
+        """:func:`~decider.stores._expectations.plan_append` of an append to ``stream`` (whose
+        last revision is ``last``): ``None`` to write it, its stored result if it is stored
+        already; raises :class:`~decider.stores.errors.WrongExpectedVersion` on a conflict."""
         stored = self._streams.get(stream, [])
         by_id = self._ids.get(stream, {})
 
@@ -284,39 +336,13 @@ class MemoryEventStore:
                 i: (by_id[i].id, by_id[i].revision, by_id[i].position) for i in ids if i in by_id
             }
 
-        last = stored[-1].revision if stored else None
-        already = plan_append(
+        return plan_append(
             stream,
             expected,
             last,
             [e.id for e in events],
             read_range=read_range,
             find_ids=find_ids,
-        )
-        if already is not None:
-            return already
-        now = datetime.now(UTC)
-        next_position = self._log[-1].position + 1 if self._log else 1
-        revision = -1 if last is None else last
-        stream_events = self._streams.setdefault(stream, stored)
-        stream_ids = self._ids.setdefault(stream, by_id)
-        for offset, event in enumerate(events, start=1):
-            recorded = RecordedEvent(
-                id=event.id,
-                type=event.type,
-                data=event.data,
-                metadata=event.metadata,
-                stream=stream,
-                revision=revision + offset,
-                position=next_position + offset - 1,
-                recorded_at=now,
-                partition_key=event.partition_key,
-            )
-            self._log.append(recorded)
-            stream_events.append(recorded)
-            stream_ids[event.id] = recorded  # a repeated id counts at its latest revision
-        return AppendResult(
-            next_expected_revision=revision + len(events), position=self._log[-1].position
         )
 
     def _undo(self, log_length: int) -> None:

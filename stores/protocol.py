@@ -223,6 +223,41 @@ class Filter:
             return False
         return self.matches(event.stream, event.type)
 
+    def select(
+        self, events: Sequence[RecordedEvent], start: int = 0, limit: int | None = None
+    ) -> list[RecordedEvent]:
+        """The events of ``events[start:]`` that pass the filter (:meth:`passes`), in order, at
+        most ``limit`` of them: the same answer as testing each with :meth:`passes`, with the
+        filter's fields read once, not once per event (a store that filters in Python reads
+        every event of the log through here)."""
+        partitions = self.partitions
+        system = self.include_system
+        streams = self.stream_prefixes
+        types = self.event_types
+        type_prefixes = self.event_type_prefixes
+        any_type = not types and not type_prefixes
+        found: list[RecordedEvent] = []
+        if limit is not None and limit <= 0:
+            return found
+        for index in range(start, len(events)):
+            event = events[index]
+            if partitions is not None and not partitions.passes(event.partition_key):
+                continue
+            stream, event_type = event.stream, event.type
+            if not system and (stream.startswith("$") or event_type.startswith("$")):
+                continue
+            if streams and not stream.startswith(streams):
+                continue
+            if (
+                any_type
+                or event_type in types
+                or (type_prefixes and event_type.startswith(type_prefixes))
+            ):
+                found.append(event)
+                if limit is not None and len(found) >= limit:
+                    break
+        return found
+
     def type_regex(self) -> str | None:
         """The event-type part as one regular expression, for servers that filter by regex."""
         parts = [re.escape(t) + "$" for t in self.event_types]

@@ -440,6 +440,9 @@ class CatchUpSubscription:
     def poll(self, timeout: float | None) -> RecordedEvent | CaughtUp | None:
         """The next item, waiting up to ``timeout`` seconds (``None``: until one comes or the
         subscription stops); ``None`` on timeout or once stopped."""
+        buffer = self._buffer
+        if buffer and not self._stopped and not self._notifier._closed:
+            return buffer.popleft()  # a page in hand: the drain of a batch, event by event
         deadline = None if timeout is None else time.monotonic() + timeout
         while not self._ended():
             if self._buffer:

@@ -57,6 +57,17 @@ class HandledIds:
     def update(self, ids: Iterable[str]) -> None:
         """Add ``ids`` (handled in this order), forgetting the least recent beyond ``limit``."""
         known, limit = self._ids, self.limit
+        if type(ids) is set and len(ids) == 1 and (limit is None or limit > 1):
+            # One input of the instance in a batch (the common case): the same as below.
+            (message_id,) = ids
+            if message_id in known:
+                known.move_to_end(message_id)
+                return
+            known[message_id] = None
+            if limit is not None and len(known) > limit:
+                known.popitem(last=False)
+                self.complete = False
+            return
         # Each id once, at its last place (in C: a fold adds a whole stream's ids at once).
         latest = list(dict.fromkeys(reversed(list(ids))))
         if limit is not None and len(latest) >= limit:

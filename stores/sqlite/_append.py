@@ -13,9 +13,10 @@ revision and writes nothing if the stream holds the event's id (or, for ``EXISTS
 missing); then the same slow path decides. Several
 events go in as one statement whose last row id is the last event's position: one writer
 holds the lock, so ``AUTOINCREMENT`` gives the rows consecutive positions. A batch's run of
-appends with exact revisions (or ``NO_STREAM``) to distinct streams is two statements in all:
-one read of every guard, one insert of every row; if either says no, each append goes alone,
-as above, and finds out why (:func:`append_all`).
+appends with exact revisions (or ``NO_STREAM``) to distinct streams, and of single events
+appended with ``ANY`` (a router's copies to one stream), is three statements at most: one read
+of every guard, one of the ``ANY`` streams' ends and ids, one insert of every row; if one says
+no, each append goes alone, as above, and finds out why (:func:`append_all`).
 """
 
 from __future__ import annotations
@@ -49,26 +50,44 @@ def append_all(
 ) -> list[AppendResult]:
     """Check and write a batch's appends, in order, inside the caller's write transaction.
 
-    Consecutive appends with an exact revision (or ``NO_STREAM``) to distinct streams go in
-    together (:func:`_append_run`): one statement checks every guard, one inserts every row.
-    Any other append, or a run that does not plainly hold, goes by :func:`append_one`.
+    Consecutive appends go in together (:func:`_append_run`) when each is either an exact
+    revision (or ``NO_STREAM``) to a stream no other append of the run writes, or one event
+    appended with ``ANY`` (several may go to one stream: a router's copies; when the batch
+    has more than one such), no two with the same stream and id: one statement checks every
+    guard, one reads the ``ANY`` streams' ends, one inserts every row. Any other append, or a
+    run that does not plainly hold, goes by :func:`append_one`.
     """
     results: list[AppendResult] = []
     run: list[StreamAppend] = []
     rows = 0
-    streams: set[str] = set()
+    exact: set[str] = set()  # the streams of the run's exact appends
+    anys: set[tuple[str, uuid.UUID]] = set()  # the streams and ids of its ANY appends
+    any_streams: set[str] = set()
+    # One ANY append alone is one statement by append_one; in a run it costs a read more.
+    any_runs = sum([a.expected_revision is ANY and len(a.events) == 1 for a in appends]) > 1
     for item in appends:
-        expected, count = item.expected_revision, len(item.events)
-        plain = (type(expected) is int or expected is NO_STREAM) and count <= ROWS_PER_INSERT
-        if not plain or item.stream in streams or rows + count > ROWS_PER_INSERT:
-            results += _append_run(connection, run, now)  # the run so far goes in first
-            run, rows, streams = [], 0, set()
-        if plain:
-            run.append(item)
-            streams.add(item.stream)
-            rows += count
+        expected, count, stream = item.expected_revision, len(item.events), item.stream
+        if (type(expected) is int or expected is NO_STREAM) and count <= ROWS_PER_INSERT:
+            joins = stream not in exact and stream not in any_streams
+            one: tuple[str, uuid.UUID] | None = None
+        elif any_runs and expected is ANY and count == 1:
+            one = (stream, item.events[0].id)
+            joins = stream not in exact and one not in anys
         else:
-            results.append(append_one(connection, item.stream, item.events, expected, now))
+            results += _append_run(connection, run, now)  # the run so far goes in first
+            run, rows, exact, anys, any_streams = [], 0, set(), set(), set()
+            results.append(append_one(connection, stream, item.events, expected, now))
+            continue
+        if not joins or rows + count > ROWS_PER_INSERT:
+            results += _append_run(connection, run, now)
+            run, rows, exact, anys, any_streams = [], 0, set(), set(), set()
+        run.append(item)
+        rows += count
+        if one is None:
+            exact.add(stream)
+        else:
+            anys.add(one)
+            any_streams.add(stream)
     results += _append_run(connection, run, now)
     return results
 
@@ -76,22 +95,39 @@ def append_all(
 def _append_run(
     connection: sqlite3.Connection, run: Sequence[StreamAppend], now: str
 ) -> list[AppendResult]:
-    """Appends with an exact revision (or ``NO_STREAM``) to distinct streams, at most
-    :data:`ROWS_PER_INSERT` rows: the guards (each stream holds the revision before its
-    first row) read in one statement, then every row inserted in one, whose last row id is
-    the last row's position (one writer holds the lock: consecutive positions). If a guard
-    does not hold or the insert is refused (the ``(stream, revision)`` key: nothing of it is
+    """A run of :func:`append_all` (at most :data:`ROWS_PER_INSERT` rows): the guards of its
+    exact appends (each stream holds the revision before its first row) read in one
+    statement, the ends of its ``ANY`` appends' streams (and whether one holds its event's
+    id) in another, then every row inserted in one, whose last row id is the last row's
+    position (one writer holds the lock: consecutive positions). If a guard does not hold, an
+    id is stored, or the insert is refused (the ``(stream, revision)`` key: nothing of it is
     written), each append goes by :func:`append_one`, which finds out why."""
     if len(run) < 2:
         return _one_by_one(connection, run, now)
-    afters = [_after(a.expected_revision) for a in run]
-    guards = [(a.stream, after) for a, after in zip(run, afters, strict=True) if after >= 0]
+    # The revision each append goes after: an exact one's; -1 for NO_STREAM, and for ANY until
+    # its stream's end is read.
+    afters = [x if type(x := a.expected_revision) is int else -1 for a in run]
+    guards = [
+        (a.stream, after)
+        for a, after in zip(run, afters, strict=True)
+        if after >= 0 and a.expected_revision is not ANY
+    ]
+    ends: dict[str, int] | None = {}
+    anys = [(a.stream, a.events[0].id) for a in run if a.expected_revision is ANY]
+    if anys:
+        ends = _any_ends(connection, anys)
     position: int | None = None
-    if not guards or _guards_hold(connection, guards):
+    if ends is not None and (not guards or _guards_hold(connection, guards)):
         values: list[object] = []
         extend = values.extend
-        for a, after in zip(run, afters, strict=True):
+        for index, a in enumerate(run):
             stream = a.stream
+            if a.expected_revision is ANY:
+                after = ends[stream]
+                ends[stream] = after + 1
+                afters[index] = after  # the revision the event goes after
+            else:
+                after = afters[index]
             for i, e in enumerate(a.events, start=after + 1):
                 key = e.partition_key
                 extend(
@@ -120,10 +156,37 @@ def _one_by_one(
     return [append_one(connection, a.stream, a.events, a.expected_revision, now) for a in run]
 
 
-def _after(expected: ExpectedRevision) -> int:
-    """The revision an exact expectation (or ``NO_STREAM``: -1) says the stream ends at."""
-    assert type(expected) is int or expected is NO_STREAM
-    return expected if type(expected) is int else -1
+def _any_ends(
+    connection: sqlite3.Connection, anys: Sequence[tuple[str, uuid.UUID]]
+) -> dict[str, int] | None:
+    """The last revision of each stream of ``anys`` (-1: none), read in one statement; ``None``
+    if a stream holds its event's id (that append is recognised, or refused, by
+    :func:`append_one`)."""
+    rows = connection.execute(
+        _ends_sql(len(anys)), [v for stream, i in anys for v in (stream, i.int.to_bytes(16, "big"))]
+    ).fetchall()
+    ends: dict[str, int] = {}
+    for stream, last, stored in rows:
+        if stored:
+            return None
+        ends[stream] = -1 if last is None else last
+    return ends
+
+
+@functools.lru_cache(maxsize=64)
+def _ends_sql(count: int) -> str:
+    """Each of ``count`` ``(stream, id)`` pairs: the stream, its last revision and whether it
+    holds the id (looked up as :data:`~decider.stores.sqlite._sql.INSERT_NEW_ID_ANY` does)."""
+    pairs = ", ".join(["(?, ?)"] * count)
+    return (
+        "SELECT g.column1, (SELECT revision FROM events WHERE stream = g.column1"
+        " ORDER BY revision DESC LIMIT 1),"
+        " EXISTS (SELECT 1 FROM events INDEXED BY events_by_stream_id"
+        " WHERE stream = g.column1 AND event_id = g.column2 AND revision > 0)"
+        " OR EXISTS (SELECT 1 FROM events WHERE stream = g.column1 AND revision = 0"
+        " AND event_id = g.column2)"
+        f" FROM (VALUES {pairs}) AS g"
+    )
 
 
 def _guards_hold(connection: sqlite3.Connection, guards: Sequence[tuple[str, int]]) -> bool:

@@ -652,7 +652,7 @@ def _store_error(path: str, exc: sqlite3.Error) -> StoreError:
 
 
 def _last_position(results: list[AppendResult]) -> int | None:
-    return max((result.position for result in results), default=None)
+    return max([result.position for result in results], default=None)  # a list: no generator
 
 
 def _head_after(

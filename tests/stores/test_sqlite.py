@@ -5,17 +5,21 @@ from __future__ import annotations
 import gc
 import sqlite3
 import threading
+import uuid
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import attrs
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from decider.stores import (
     ANY,
     NO_STREAM,
     ExpectedRevision,
     Filter,
+    NewEvent,
     Partitions,
     StoreError,
     StoreUnavailable,
@@ -23,6 +27,7 @@ from decider.stores import (
     WrongExpectedVersion,
 )
 from decider.stores.contract import EventStoreContract, new_events
+from decider.stores.memory import MemoryEventStore
 from decider.stores.sqlite import SqliteEventStore
 
 
@@ -248,6 +253,108 @@ def test_a_batch_whose_expectations_hold_is_one_guard_read_and_one_insert(
         assert positions == list(range(positions[0], positions[0] + len(positions)))
     finally:
         store.close()
+
+
+def test_single_events_appended_with_any_join_the_batch_run(tmp_path: Path) -> None:
+    """A router's copies (one event each, ``ANY``, several to one stream) go in with the
+    batch's exact appends: the guards in one read, the ANY streams' ends and ids in another,
+    every row in one insert."""
+    store = SqliteEventStore(tmp_path / "e.db")
+    try:
+        store.append("a", new_events(1), NO_STREAM)
+        store.append("copies", new_events(2), NO_STREAM)
+        connection, _ = store._connection()
+        statements: list[str] = []
+        connection.set_trace_callback(statements.append)
+        results = store.append_batch(
+            [
+                StreamAppend("a", new_events(2), 0),
+                StreamAppend("copies", new_events(1), ANY),
+                StreamAppend("b", new_events(1), NO_STREAM),
+                StreamAppend("copies", new_events(1), ANY),
+                StreamAppend("fresh", new_events(1), ANY),
+            ]
+        )
+        connection.set_trace_callback(None)
+        reads = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
+        inserts = [s for s in statements if s.lstrip().upper().startswith("INSERT")]
+        assert len(reads) == 2 and len(inserts) == 1
+        assert [r.next_expected_revision for r in results] == [2, 2, 0, 3, 0]
+        assert [e.revision for e in store.read_stream("copies")] == [0, 1, 2, 3]
+        by_position = {e.position: e for e in store.read_all()}
+        written = [
+            (by_position[r.position].stream, by_position[r.position].revision) for r in results
+        ]
+        assert written == [
+            ("a", 2),
+            ("copies", 2),
+            ("b", 0),
+            ("copies", 3),
+            ("fresh", 0),
+        ]
+    finally:
+        store.close()
+
+
+_STREAMS = st.sampled_from(["s", "t"])
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    stored=st.lists(st.tuples(_STREAMS, st.integers(0, 3)), max_size=4),
+    batch=st.lists(
+        st.tuples(
+            _STREAMS,
+            st.sampled_from(["any", "exact", "no_stream", "any_many"]),
+            st.integers(0, 3),
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+)
+def test_a_batch_answers_as_the_reference_store_does(
+    tmp_path_factory: pytest.TempPathFactory,
+    stored: list[tuple[str, int]],
+    batch: list[tuple[str, str, int]],
+) -> None:
+    """Any mix of appends with exact revisions, NO_STREAM and ANY (ids new, stored, or
+    repeated in the batch) gives the memory store's results and log, or its error."""
+    ids = [uuid.UUID(int=n + 1) for n in range(4)]
+
+    def event(n: int) -> NewEvent:
+        return NewEvent(ids[n], "Tested", f'{{"n":{n}}}'.encode())
+
+    sqlite_store = SqliteEventStore(tmp_path_factory.mktemp("batch") / "e.db", synchronous="OFF")
+    reference = MemoryEventStore()
+    try:
+        for store in (sqlite_store, reference):
+            for stream, n in stored:
+                store.append(stream, [event(n)], ANY)
+        appends = []
+        for stream, form, n in batch:
+            last = len(reference.read_stream(stream)) - 1
+            if form == "any":
+                appends.append(StreamAppend(stream, [event(n)], ANY))
+            elif form == "any_many":
+                appends.append(StreamAppend(stream, [event(n), event((n + 1) % 4)], ANY))
+            elif form == "exact":
+                appends.append(StreamAppend(stream, [event(n)], max(last, 0)))
+            else:
+                appends.append(StreamAppend(stream, [event(n)], NO_STREAM))
+        outcomes: list[tuple[str, object]] = []
+        for store in (sqlite_store, reference):
+            try:
+                outcomes.append(("ok", store.append_batch(appends)))
+            except WrongExpectedVersion as exc:
+                outcomes.append(("conflict", exc.stream))
+        assert outcomes[0] == outcomes[1]
+
+        def shape(store: MemoryEventStore | SqliteEventStore) -> list[tuple[object, ...]]:
+            return [(e.stream, e.revision, e.id, e.data, e.position) for e in store.read_all()]
+
+        assert shape(sqlite_store) == shape(reference)
+    finally:
+        sqlite_store.close()
 
 
 @pytest.mark.parametrize(

@@ -8,8 +8,10 @@ import uuid
 from datetime import UTC, datetime
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from decider.stores import ALL, ANY, CaughtUp, Filter, RecordedEvent, StoreError
+from decider.stores import ALL, ANY, CaughtUp, Filter, Partitions, RecordedEvent, StoreError
 from decider.stores.contract import new_events, take
 from decider.stores.memory import MemoryEventStore
 from decider.stores.subscription import CatchUpSubscription, LogNotifier
@@ -155,3 +157,55 @@ def test_bad_arguments_are_rejected(page_size: int, probe: float | None) -> None
             page_size=page_size,
             probe_interval=probe,
         )
+
+
+_NAMES = st.sampled_from(["", "$", "$sys", "order-1", "order-2", "fine-1", "Placed", "Shipped"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    stream_prefixes=st.lists(_NAMES, max_size=2).map(tuple),
+    event_types=st.lists(_NAMES, max_size=2).map(tuple),
+    event_type_prefixes=st.lists(_NAMES, max_size=2).map(tuple),
+    include_system=st.booleans(),
+    partitions=st.none()
+    | st.integers(1, 4).flatmap(
+        lambda count: st.builds(
+            Partitions,
+            count=st.just(count),
+            held=st.frozensets(st.integers(0, count - 1)),
+            unknown=st.booleans(),
+        )
+    ),
+    events=st.lists(st.tuples(_NAMES, _NAMES, st.none() | st.integers(0, 9)), max_size=12),
+    start=st.integers(0, 13),
+    limit=st.none() | st.integers(0, 13),
+)
+def test_select_answers_as_passes_does_event_by_event(
+    stream_prefixes: tuple[str, ...],
+    event_types: tuple[str, ...],
+    event_type_prefixes: tuple[str, ...],
+    include_system: bool,
+    partitions: Partitions | None,
+    events: list[tuple[str, str, int | None]],
+    start: int,
+    limit: int | None,
+) -> None:
+    """Filter.select (a store's read through a filter) is passes, event by event, from start,
+    up to limit."""
+    chosen = Filter(
+        stream_prefixes=stream_prefixes,
+        event_types=event_types,
+        event_type_prefixes=event_type_prefixes,
+        include_system=include_system,
+        partitions=partitions,
+    )
+    now = datetime.now(UTC)
+    log = [
+        RecordedEvent(uuid.uuid4(), t, b"{}", b"{}", s, 0, i + 1, now, partition_key=key)
+        for i, (s, t, key) in enumerate(events)
+    ]
+    expected = [event for event in log[start:] if chosen.passes(event)]
+    if limit is not None:
+        expected = expected[:limit]
+    assert chosen.select(log, start, limit) == expected
