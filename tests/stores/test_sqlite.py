@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from decider.stores import (
     ANY,
     NO_STREAM,
+    AppendResult,
     ExpectedRevision,
     Filter,
     NewEvent,
@@ -218,6 +219,23 @@ def test_an_any_append_of_many_events_is_idempotent(tmp_path: Path) -> None:
         store.close()
 
 
+def _traced_batch(
+    store: SqliteEventStore, appends: list[StreamAppend]
+) -> tuple[list[AppendResult], list[str], list[str], list[str]]:
+    """``store.append_batch(appends)``'s results, and the statements it ran: all, the reads,
+    the inserts."""
+    connection, _ = store._connection()
+    statements: list[str] = []
+    connection.set_trace_callback(statements.append)
+    try:
+        results = store.append_batch(appends)
+    finally:
+        connection.set_trace_callback(None)
+    reads = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
+    inserts = [s for s in statements if s.lstrip().upper().startswith("INSERT")]
+    return results, statements, reads, inserts
+
+
 def test_a_batch_whose_expectations_hold_is_one_guard_read_and_one_insert(
     tmp_path: Path,
 ) -> None:
@@ -229,20 +247,15 @@ def test_a_batch_whose_expectations_hold_is_one_guard_read_and_one_insert(
     try:
         store.append("a", new_events(1), NO_STREAM)
         store.append("d", new_events(2), NO_STREAM)
-        connection, _ = store._connection()
-        statements: list[str] = []
-        connection.set_trace_callback(statements.append)
-        results = store.append_batch(
+        results, statements, reads, inserts = _traced_batch(
+            store,
             [
                 StreamAppend("a", new_events(3), 0),
                 StreamAppend("b", new_events(2), NO_STREAM),
                 StreamAppend("c", new_events(1), NO_STREAM),
                 StreamAppend("d", new_events(1), 1),
-            ]
+            ],
         )
-        connection.set_trace_callback(None)
-        reads = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
-        inserts = [s for s in statements if s.lstrip().upper().startswith("INSERT")]
         assert len(reads) == 2 and "max(position)" in reads[0] and "count(*)" in reads[1]
         assert len(inserts) == 2 and "commit_gists" in inserts[1]
         assert not any("last_insert_rowid" in s for s in statements)
@@ -263,21 +276,16 @@ def test_single_events_appended_with_any_join_the_batch_run(tmp_path: Path) -> N
     try:
         store.append("a", new_events(1), NO_STREAM)
         store.append("copies", new_events(2), NO_STREAM)
-        connection, _ = store._connection()
-        statements: list[str] = []
-        connection.set_trace_callback(statements.append)
-        results = store.append_batch(
+        results, _, reads, inserts = _traced_batch(
+            store,
             [
                 StreamAppend("a", new_events(2), 0),
                 StreamAppend("copies", new_events(1), ANY),
                 StreamAppend("b", new_events(1), NO_STREAM),
                 StreamAppend("copies", new_events(1), ANY),
                 StreamAppend("fresh", new_events(1), ANY),
-            ]
+            ],
         )
-        connection.set_trace_callback(None)
-        reads = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
-        inserts = [s for s in statements if s.lstrip().upper().startswith("INSERT")]
         # Beside them, the commit reads the log's head and keeps its gist (as above).
         assert len(reads) == 3 and "max(position)" in reads[0]
         assert len(inserts) == 2 and "commit_gists" in inserts[1]

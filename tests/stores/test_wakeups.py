@@ -264,6 +264,18 @@ def test_another_process_s_commit_of_partition_3_costs_a_holder_of_partition_5_n
         everything.stop()
 
 
+def _write_silently(path: Path, stream: str, event_type: str, key: int | None) -> None:
+    """Append one event to ``stream`` as a writer that keeps no gist and rings no bell would
+    (plain sqlite3): its data and metadata copied from the log's first row."""
+    with contextlib.closing(sqlite3.connect(path)) as plain, plain:
+        plain.execute(
+            "INSERT INTO events (stream, revision, event_id, type, data, metadata,"
+            " recorded_at, partition_key) SELECT ?, 0, randomblob(16), ?,"
+            " data, metadata, recorded_at, ? FROM events WHERE position = 1",
+            (stream, event_type, key),
+        )
+
+
 def _statements_of(store: SqliteEventStore, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Each statement ``store`` runs through its one-statement queries from now on."""
     statements: list[str] = []
@@ -306,12 +318,7 @@ def test_rows_no_gist_covers_are_summed_up_in_the_database(
         assert isinstance(take(sub, 1)[0], CaughtUp)
         statements = _statements_of(store, monkeypatch)
         # A writer that keeps no gist (plain sqlite3), and a bell rung for it.
-        with contextlib.closing(sqlite3.connect(path)) as plain, plain:
-            plain.execute(
-                "INSERT INTO events (stream, revision, event_id, type, data, metadata,"
-                " recorded_at, partition_key) SELECT 'plain', 0, randomblob(16), type,"
-                " data, metadata, recorded_at, 13 FROM events WHERE position = 1"
-            )
+        _write_silently(path, "plain", store.read_stream("first")[0].type, 13)
         Doorbell(str(path)).ring()
         [event] = take(sub, 1, timeout=10)  # the probe would look in an hour
         assert isinstance(event, RecordedEvent) and event.stream == "plain"
@@ -348,13 +355,7 @@ def test_a_probe_looks_at_rows_no_bell_announced_and_reads_only_what_it_wants(
         before = len(reads)
         for stream, event_type in (("silent-1", "Unwanted"), ("silent-2", "Wanted")):
             # A writer that rings no bell (plain sqlite3): only a probe finds its rows.
-            with contextlib.closing(sqlite3.connect(path)) as plain, plain:
-                plain.execute(
-                    "INSERT INTO events (stream, revision, event_id, type, data, metadata,"
-                    " recorded_at, partition_key) SELECT ?, 0, randomblob(16), ?,"
-                    " data, metadata, recorded_at, NULL FROM events WHERE position = 1",
-                    (stream, event_type),
-                )
+            _write_silently(path, stream, event_type, None)
             if event_type == "Unwanted":
                 assert sub.poll(0.3) is None  # about 30 probes
                 assert len(reads) == before, "a probe read rows its subscription does not want"
@@ -400,12 +401,7 @@ def test_a_sqlite_probe_rereads_no_row_announced_and_still_finds_a_silent_writer
             "the read after the probes starts past the rows passed over"
         )
         # A writer that rings no bell (plain sqlite3): only the probe can find its row.
-        with contextlib.closing(sqlite3.connect(path)) as plain, plain:
-            plain.execute(
-                "INSERT INTO events (stream, revision, event_id, type, data, metadata,"
-                " recorded_at, partition_key) SELECT 'silent', 0, randomblob(16), 'Wanted',"
-                " data, metadata, recorded_at, NULL FROM events WHERE position = 1"
-            )
+        _write_silently(path, "silent", "Wanted", None)
         [event] = take(sub, 1, timeout=10)
         assert isinstance(event, RecordedEvent) and event.stream == "silent"
     finally:
