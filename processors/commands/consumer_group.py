@@ -394,6 +394,7 @@ class ConsumerGroupCommandProcessor(CommandProcessor):
         entry: object,
         handler: HandlerRegistration,
         event: RecordedEvent,
+        command_id: str,
         metadata: Metadata,
         round_key: str,
         conclusion: Conclusion,
@@ -424,7 +425,7 @@ class ConsumerGroupCommandProcessor(CommandProcessor):
             )
             self._finish(entry, [], answer(Verdict.REDELIVER), delay)
             return
-        appends = self._concluded(handler, event, metadata, round_key, conclusion)
+        appends = self._concluded(handler, event, command_id, metadata, round_key, conclusion)
         self._finish(entry, appends, None)
 
     # -- answering --------------------------------------------------------------------------

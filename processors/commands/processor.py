@@ -522,7 +522,7 @@ class CommandProcessor(Processor):
             return None
 
         def conclude(conclusion: Conclusion) -> None:
-            self._job_concluded(entry, handler, event, metadata, round_key, conclusion)
+            self._job_concluded(entry, handler, event, command_id, metadata, round_key, conclusion)
 
         job = self._job(entry, event.stream, handler, command, command_id, conclude)
         self.pool.submit(job)
@@ -554,6 +554,7 @@ class CommandProcessor(Processor):
         entry: object,
         handler: HandlerRegistration,
         event: RecordedEvent,
+        command_id: str,
         metadata: Metadata,
         round_key: str,
         conclusion: Conclusion,
@@ -562,12 +563,15 @@ class CommandProcessor(Processor):
         for a quick handler): the command of ``entry`` concluded; its outcome awaits the
         commit."""
         assert isinstance(entry, Entry) and not isinstance(conclusion, AttemptFailed)
-        self.marks.conclude(entry, self._concluded(handler, event, metadata, round_key, conclusion))
+        self.marks.conclude(
+            entry, self._concluded(handler, event, command_id, metadata, round_key, conclusion)
+        )
 
     def _concluded(
         self,
         handler: HandlerRegistration,
         event: RecordedEvent,
+        command_id: str,
         metadata: Metadata,
         round_key: str,
         conclusion: Conclusion,
@@ -579,7 +583,7 @@ class CommandProcessor(Processor):
             exception = conclusion.exception
         else:
             try:
-                appends = self._results(handler, str(event.id), metadata, conclusion)
+                appends = self._results(handler, command_id, metadata, conclusion)
             except Exception as exc:
                 reason = f"the handler's results cannot be stored: {describe(exc)}"
                 attempts, exception = 1, exc
