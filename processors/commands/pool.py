@@ -517,8 +517,11 @@ class CommandPool:
         # Read without the lock: a reset may come just after the read with it or without.
         if job.generation == self._generation:
             try:
-                with telemetry.attached(job.trace):
+                if job.trace is None:  # nothing traces: no nullcontext entered and left
                     job.conclude(conclusion)
+                else:
+                    with telemetry.attached(job.trace):
+                        job.conclude(conclusion)
             except Exception:  # the processor's bug: the job still ends, the worker goes on
                 self.log.exception("%s: concluding %s failed", self.name, job.command_id)
         with self._lock:

@@ -567,7 +567,7 @@ class CommandProcessor(Processor):
             entry, self._concluded(handler, event, command_id, metadata, round_key, conclusion)
         )
 
-    def _concluded(
+    def _concluded(  # noqa: PLR0917
         self,
         handler: HandlerRegistration,
         event: RecordedEvent,

@@ -350,8 +350,11 @@ def call_handler(  # noqa: PLR0917
         outcome = "failed"  # unless it returns: an exception propagates (an interrupt)
         start = time.perf_counter()
         try:
-            with attached(context):
+            if context is None:  # the common case: no nullcontext entered and left per call
                 result = call()
+            else:
+                with _attached(context):
+                    result = call()
             outcome = _outcome(result)
             return result
         finally:
