@@ -38,7 +38,6 @@ import psycopg
 from psycopg import sql as pgsql
 from psycopg.rows import TupleRow
 
-from decider.stores.postgres._notify import gist_of
 from decider.stores.subscription import Gist, LogNotifier
 
 _MAX_RETRY_DELAY = 2.0
@@ -148,7 +147,7 @@ class NotifyListener:
             if not notifies:
                 return
             # This store's own are passed over: announced in-process already.
-            gists = [gist_of(notify.payload) for notify in notifies if notify.pid != own]
+            gists = [Gist.of_text(notify.payload) for notify in notifies if notify.pid != own]
             if gists:
                 gist = _union(gists)
                 # Rows held back concern only the subscriptions that want them: when none

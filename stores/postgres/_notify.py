@@ -56,12 +56,6 @@ def payload(gist: Gist | None) -> str:
     return text if len(text.encode()) <= PAYLOAD_LIMIT else ""
 
 
-def gist_of(text: str) -> Gist | None:
-    """The gist a payload carries; ``None`` (wake all) for ``""`` or anything unreadable
-    (:meth:`Gist.of_text`)."""
-    return Gist.of_text(text)
-
-
 class CommitAnnouncer:
     """Sends the store's ``NOTIFY`` after commits from a thread of its own, coalescing them.
 

@@ -18,7 +18,7 @@ import pytest
 from decider.stores import ANY, CaughtUp, Filter, NewEvent, Partitions, RecordedEvent
 from decider.stores.contract import take, wait_until
 from decider.stores.postgres import PostgresEventStore, _listen
-from decider.stores.postgres._notify import PAYLOAD_LIMIT, gist_of, payload
+from decider.stores.postgres._notify import PAYLOAD_LIMIT, payload
 from decider.stores.subscription import CatchUpSubscription, Gist, written_to
 from tests.support.postgres import PG_URI, fresh_store
 
@@ -132,12 +132,12 @@ def test_a_gist_too_big_for_a_payload_wakes_every_subscription(
 def test_payloads_round_trip_and_stay_under_the_limit() -> None:
     gist = Gist(frozenset({"Placed", 'Odd "type", with commas'}), frozenset({0, 2**32 - 1}), True)
     text = payload(gist)
-    assert gist_of(text) == gist
+    assert Gist.of_text(text) == gist
     assert len(text.encode()) <= PAYLOAD_LIMIT
-    assert payload(None) == "" and gist_of("") is None
-    assert gist_of("not json") is None and gist_of("[1, 2]") is None
+    assert payload(None) == "" and Gist.of_text("") is None
+    assert Gist.of_text("not json") is None and Gist.of_text("[1, 2]") is None
     # What a store before gists sent (an empty payload) wakes every subscription.
-    assert gist_of("") is None
+    assert Gist.of_text("") is None
 
 
 def test_a_notification_no_subscription_wants_costs_no_held_back_check(
