@@ -107,6 +107,9 @@ class Processor(Committing):
         self.share = Share(self)
         """This processor's share of its group's work (all of it without a group)."""
         self._reading: Filter | None = None
+        self.traced = False
+        """Whether the input in hand has a span (:meth:`step` sets it): a policy annotates
+        the span only then (:func:`~decider.processors.engine.telemetry.annotate`)."""
 
     @property
     def log(self) -> logs.ContextAdapter:
@@ -348,21 +351,36 @@ class Processor(Committing):
 
         The failure is classified in one place: data and user-code failures are a skip, a
         transient store failure or anything unexpected propagates (the batch is retried).
+        While ``handle`` runs, :attr:`traced` says whether the input has a span.
         """
-        with telemetry.input_span(self.name, event):
-            cause: BaseException | None
+        span = telemetry.input_span(self.name, event)
+        self.traced = span is not None
+        if span is None:  # nothing traces: no context manager entered and left per input
             try:
                 return handle(event)
-            except Skip as skip:
-                reason, cause = skip.reason, skip.__cause__
             except BaseException as exc:
-                if classify(exc, handling_input=True) is not Failure.SKIP:
-                    raise
-                reason, cause = describe(exc), exc
-            if cause is not None:
-                telemetry.record_exception(user_exception(cause), reason)
-            outcome.appends.append(self.skip(event, reason, cause))
-        return None
+                self._not_handled(event, outcome, exc)
+                return None
+        with span:
+            try:
+                return handle(event)
+            except BaseException as exc:
+                self._not_handled(event, outcome, exc)
+                return None
+
+    def _not_handled(self, event: RecordedEvent, outcome: Outcome, exc: BaseException) -> None:
+        """``step``'s failure: ``exc`` propagates unless it is a skip (its record added to
+        ``outcome``)."""
+        cause: BaseException | None
+        if isinstance(exc, Skip):
+            reason, cause = exc.reason, exc.__cause__
+        else:
+            if classify(exc, handling_input=True) is not Failure.SKIP:
+                raise exc
+            reason, cause = describe(exc), exc
+        if cause is not None:
+            telemetry.record_exception(user_exception(cause), reason)
+        outcome.appends.append(self.skip(event, reason, cause))
 
     # -- the engine -------------------------------------------------------------------------
 

@@ -170,9 +170,17 @@ def call_user(what: str, func: Callable[..., T], *args: Any) -> T:
     try:
         return func(*args)
     except BaseException as exc:
-        if is_interrupt(exc):
-            raise
-        raise UserCodeFailed(what, exc) from exc
+        raise user_failure(what, exc) from exc
+
+
+def user_failure(what: str, exc: BaseException) -> UserCodeFailed:
+    """What :func:`call_user` raises for ``exc``, which user code raised while ``what``; an
+    interrupt is raised again as it is. For a hot path that calls user code in its own
+    ``try`` (no call of :func:`call_user` in between): ``raise user_failure(what, exc) from
+    exc``."""
+    if is_interrupt(exc):
+        raise exc
+    return UserCodeFailed(what, exc)
 
 
 def user_exception(exc: BaseException) -> BaseException:

@@ -217,12 +217,15 @@ def _messaging(operation: str, stream: str, processor: str | None = None) -> dic
     return attributes
 
 
-def input_span(processor: str, event: RecordedEvent) -> contextlib.AbstractContextManager[None]:
+def input_span(
+    processor: str, event: RecordedEvent
+) -> contextlib.AbstractContextManager[None] | None:
     """Around the handling of one input: a ``process <stream>`` span whose parent is the trace
     context stored with ``event``, current while the input is handled (so what it writes
     carries it); counted in :data:`INPUTS`.
 
-    Nothing is started when nothing traces and the input carries no trace context.
+    ``None`` (nothing to enter) when nothing traces and the input carries no trace context:
+    then no span is current while it is handled, and :func:`annotate` has nothing to add to.
     """
     INPUTS.add(1, _PROCESSOR_LABELS.get(processor) or _processor_labels(processor))
     tracer, active = _TRACER.get()
@@ -230,7 +233,7 @@ def input_span(processor: str, event: RecordedEvent) -> contextlib.AbstractConte
     # No JSON is read, nor a call made, for the common input that carries no trace context.
     parent = _stored_context(metadata) if b"traceparent" in metadata else None
     if parent is None and not active:
-        return _NOTHING
+        return None
     return _input_span(tracer, active, parent, processor, event)
 
 

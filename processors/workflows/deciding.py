@@ -39,7 +39,7 @@ from decider.processors.app.definition import AppDefinition, WorkflowRegistratio
 from decider.processors.app.messages import CANCEL_TYPE, COMMAND_FAILED, ROUTED, InputRouted
 from decider.processors.engine import telemetry
 from decider.processors.engine.base import Processor, Skip
-from decider.processors.engine.failures import call_user
+from decider.processors.engine.failures import call_user, user_failure
 from decider.processors.group import partitions
 from decider.processors.workflows.cache import HandledIds
 from decider.stores.errors import CorruptEvent
@@ -133,8 +133,10 @@ class WorkflowInputs:
         """Drop the messages :meth:`partition_key` decoded (at the end of each batch)."""
         self._decoded.clear()
 
-    def route(self, event: RecordedEvent) -> Routed | None:
+    def route(self, event: RecordedEvent, *, traced: bool = True) -> Routed | None:
         """``event`` decoded and routed; ``None`` if it is not for this workflow's instances.
+        ``traced``: whether the input has a span to annotate (see
+        :attr:`~decider.processors.engine.base.Processor.traced`).
 
         Raises :class:`~decider.processors.engine.base.Skip` if it cannot be decoded or routed.
         """
@@ -165,14 +167,19 @@ class WorkflowInputs:
             instance_id = event.stream[len(self._cancel_prefix) :]
         else:
             route = self.registration.inputs[event.type].route
-            routed = call_user("the route", route, message, metadata)
+            try:
+                routed = route(message, metadata)
+            except BaseException as exc:
+                raise user_failure("the route", exc) from exc
             if not isinstance(routed, str) or not routed:
                 raise Skip(f"the route returned {routed!r:.200}, not an instance id")
             instance_id = routed
         stream = streams.instance_stream(self.workflow.name, instance_id)
-        telemetry.annotate(
-            "route", {"decider.workflow": self.workflow.name, "decider.instance_id": instance_id}
-        )
+        if traced:
+            telemetry.annotate(
+                "route",
+                {"decider.workflow": self.workflow.name, "decider.instance_id": instance_id},
+            )
         return Routed(event, message, metadata, instance_id, stream, cancel)
 
     def already_handled(self, routed: Routed, work: Work, lookup: Lookup | None = None) -> bool:
@@ -196,7 +203,10 @@ class WorkflowInputs:
         as :class:`~decider.processors.engine.failures.UserCodeFailed`."""
         message = routed.message
         if not routed.cancel:
-            return call_user("deciding on the input", handle, self.workflow, instance, message)
+            try:
+                return handle(self.workflow, instance, message)
+            except BaseException as exc:
+                raise user_failure("deciding on the input", exc) from exc
         if not isinstance(message, CancelRequested):
             raise Skip(f"a cancel request decoded as {type(message).__name__}")
         workflow, decides = self.workflow, self._decides_cancel

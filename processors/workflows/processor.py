@@ -53,7 +53,7 @@ from decider.processors.app.definition import WorkflowRegistration
 from decider.processors.app.messages import ForkMark
 from decider.processors.engine import telemetry
 from decider.processors.engine.base import Context, Outcome, Skip
-from decider.processors.engine.failures import UserCodeFailed, call_user
+from decider.processors.engine.failures import UserCodeFailed, call_user, user_failure
 from decider.processors.group import partitions
 from decider.processors.workflows.cache import (
     DEFAULT_CACHE_SIZE,
@@ -215,7 +215,8 @@ class WorkflowProcessor(DecidingProcessor):
 
     def _decide(self, event: RecordedEvent, work: dict[str, _Work]) -> None:
         """Decide ``event`` against its instance's state in ``work``, adding what to append."""
-        routed = self.inputs.route(event)
+        traced = self.traced
+        routed = self.inputs.route(event, traced=traced)
         if routed is None:
             return
         if self._forks:
@@ -231,21 +232,30 @@ class WorkflowProcessor(DecidingProcessor):
                     return
             w = _Work(base_revision=entry.revision, instance=entry.instance, handled=entry.handled)
             work[stream] = w
-        telemetry.annotate("load", {"decider.revision": w.base_revision})
+        if traced:
+            telemetry.annotate("load", {"decider.revision": w.base_revision})
         for fresh in (False, True):
             if self.inputs.already_handled(routed, w, self._lookup):
                 return
             try:
                 events = self.inputs.decide(w.instance, routed)
-                new = call_user("encoding what decide returned", self._encode, routed, events)
-                instance = call_user("evolving", advance, self.workflow, w.instance, events)
+                # User code in a try of its own each: no call_user frame per input.
+                try:
+                    new = self._encode(routed, events)
+                except BaseException as exc:
+                    raise user_failure("encoding what decide returned", exc) from exc
+                try:
+                    instance = advance(self.workflow, w.instance, events)
+                except BaseException as exc:
+                    raise user_failure("evolving", exc) from exc
                 break
             except UserCodeFailed:
                 # A skip is recorded without a revision check, so it must not rest on a stale
                 # state: if another writer moved the instance on, decide again on that.
                 if fresh or not self._caught_up(stream, w):
                     raise
-        telemetry.annotate("decide", {"decider.events": len(new)})
+        if traced:
+            telemetry.annotate("decide", {"decider.events": len(new)})
         if not new:
             return  # nothing to record (a cancel request for an instance not begun)
         w.instance = instance

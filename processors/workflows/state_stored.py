@@ -188,7 +188,7 @@ class StateStoredProcessor(DecidingProcessor):
     # -- one input ----------------------------------------------------------------------------
 
     def _decide(self, event: RecordedEvent, work: dict[str, _Work]) -> None:
-        routed = self.inputs.route(event)
+        routed = self.inputs.route(event, traced=self.traced)
         if routed is None:
             return
         stream = routed.stream
