@@ -220,7 +220,13 @@ class Codec:
                 KIND_SEPARATOR in type_name and event_kind(type_name) is not None
             ):
                 raise DecodeError(type_name, "a workflow event, not a message")
-            return self._structure_message(type_name, self._loads(type_name, data))
+            try:
+                doc = _json.loads(data)
+            except Exception:
+                doc = None
+            if type(doc) is not dict:
+                doc = self._loads(type_name, data)  # raises, saying why
+            return self._structure_message(type_name, doc)
         except DecodeError:
             raise
         except Exception as exc:
@@ -443,6 +449,19 @@ class Codec:
 
     def decode_metadata(self, data: bytes) -> Metadata:
         """Metadata from JSON bytes."""
+        # The common case (what the processors write: text fields only, each a str) with no
+        # call between this and the JSON decoder; anything else (or any failure) takes the
+        # checked path below, which says why it fails.
+        try:
+            doc = _json.loads(data)
+            if type(doc) is dict and doc.keys() <= _TEXT_FIELDS and "message_id" in doc:
+                for value in doc.values():
+                    if type(value) is not str:
+                        break
+                else:
+                    return Metadata(**doc)
+        except Exception:  # the checked path says why
+            pass
         try:
             return self._decode_metadata(data)
         except DecodeError:

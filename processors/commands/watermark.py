@@ -102,7 +102,8 @@ class Watermark:
             entry.done, entry.appends = True, appends
             self.open -= 1
             self._fresh.append(entry)
-            self._guard.notify_all()
+            if self._guard.waiting:  # (the guard's notify_all, with no call when none waits)
+                self._guard.cond.notify_all()
 
     def ready(self) -> bool:
         """Whether an entry concluded since the last take (there is something to commit)."""
@@ -181,7 +182,8 @@ class Lanes:
 
     def add(self, key: int, position: int) -> Entry:
         """A new entry in ``key``'s lane for the input at ``position``."""
-        return self.lane(key).add(position)
+        lane = self._lanes.get(key)  # (one dict read is atomic: the lock only to make one)
+        return (lane if lane is not None else self.lane(key)).add(position)
 
     def conclude(self, entry: Entry, appends: list[StreamAppend]) -> None:
         """``entry`` concluded, leading to ``appends`` (ignored if its lane was dropped); then

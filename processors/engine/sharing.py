@@ -256,9 +256,12 @@ class Share:
         In a group, the partition comes from :meth:`Member.partition_key`: for commands and
         timers that is the stored stream name, so no event of another partition is decoded.
         """
-        number = self.partition(event)
-        if self.owned is not None and number not in self.owned:
-            return None
+        if self.owned is None:  # no group: the one key (no call of partition per event)
+            number = ALL
+        else:
+            number = self.partition(event)
+            if number not in self.owned:
+                return None
         mark = self._marks.get(number)
         return number if mark is None or event.position > mark else None
 

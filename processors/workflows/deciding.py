@@ -57,11 +57,8 @@ class Routed:
     stream: str
     cancel: bool
     """Whether it is a cancel request (from the instance's cancel stream)."""
-
-    @property
-    def message_id(self) -> str:
-        """The input's message id: what deduplication keys on."""
-        return self.metadata.message_id
+    message_id: str
+    """The input's message id (its metadata's): what deduplication keys on."""
 
 
 @attrs.define(kw_only=True)
@@ -180,7 +177,7 @@ class WorkflowInputs:
                 "route",
                 {"decider.workflow": self.workflow.name, "decider.instance_id": instance_id},
             )
-        return Routed(event, message, metadata, instance_id, stream, cancel)
+        return Routed(event, message, metadata, instance_id, stream, cancel, metadata.message_id)
 
     def already_handled(self, routed: Routed, work: Work, lookup: Lookup | None = None) -> bool:
         """Whether ``work``'s instance already handled ``routed`` (logged when it did): by the
@@ -258,7 +255,10 @@ class DecidingProcessor(Processor):
             self.inputs.forget()
 
     def _resolved(self, batch: Sequence[RecordedEvent]) -> Sequence[RecordedEvent]:
-        if not any(event.type == ROUTED for event in batch):
+        for event in batch:  # a loop, not any() of a generator: no call per event
+            if event.type == ROUTED:
+                break
+        else:
             return batch
         return [self._routed_input(e) if e.type == ROUTED else e for e in batch]
 
