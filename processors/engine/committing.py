@@ -511,7 +511,9 @@ class Committing(abc.ABC):
         new_id = event_id(stream, cause, index)
         message_id = str(new_id)
         codec = app.codec
-        parent, state = telemetry.trace_fields()
+        parent, state = (
+            telemetry.trace_fields() if telemetry.current_context() else telemetry.NO_TRACE
+        )
         type_name, data = codec.encode_message(message)
         metadata = codec.metadata_bytes(
             message_id,
@@ -537,7 +539,9 @@ class Committing(abc.ABC):
         """A stored message copied byte for byte to ``stream``, with an id derived from
         ``stream`` and ``cause`` (also its causation id)."""
         new_id = event_id(stream, cause, 0)
-        parent, state = telemetry.trace_fields()
+        parent, state = (
+            telemetry.trace_fields() if telemetry.current_context() else telemetry.NO_TRACE
+        )
         metadata = self.context.app.codec.metadata_bytes(
             str(new_id),
             correlation_id=correlation_id,

@@ -169,6 +169,10 @@ def inject(metadata: Metadata) -> Metadata:
     return attrs.evolve(metadata, traceparent=parent, tracestate=state)
 
 
+NO_TRACE: tuple[None, None] = (None, None)
+"""What :func:`trace_fields` gives when no valid span is current."""
+
+
 def trace_fields() -> tuple[str | None, str | None]:
     """The current trace context as metadata's ``traceparent`` and ``tracestate``; two
     ``None`` when no valid span is current (the hot path's check: one context lookup)."""
@@ -228,7 +232,12 @@ def input_span(
     then no span is current while it is handled, and :func:`annotate` has nothing to add to.
     """
     INPUTS.add(1, _PROCESSOR_LABELS.get(processor) or _processor_labels(processor))
-    tracer, active = _TRACER.get()
+    # _TRACER.get() with no call while its answer holds (once per input).
+    t = _TRACER
+    if time.monotonic() < t._recheck_at:
+        tracer, active = t._tracer, t._active
+    else:
+        tracer, active = t.get()
     metadata = event.metadata
     # No JSON is read, nor a call made, for the common input that carries no trace context.
     parent = _stored_context(metadata) if b"traceparent" in metadata else None
@@ -264,6 +273,12 @@ def _current_getter() -> Callable[[], otel_context.Context]:
 _current = _current_getter()
 """The current OpenTelemetry context: empty when no span is current and nothing is attached
 (then a hook has nothing to read or carry on)."""
+
+current_context = _current
+"""The current OpenTelemetry context, read with no call in Python where the runtime is the
+API's default: falsy (empty) when nothing is current, so a hot path writes
+``telemetry.trace_fields() if telemetry.current_context() else telemetry.NO_TRACE`` and asks
+:func:`trace_fields` only when something may be traced."""
 
 
 @contextlib.contextmanager
@@ -348,7 +363,8 @@ def call_handler(  # noqa: PLR0917
     When nothing traces no span is started: ``context`` is only made current (what the
     handler writes carries it on), and the call is timed and counted as with a span.
     """
-    if not _TRACER.get()[1]:
+    t = _TRACER  # _TRACER.get()[1], with no call while its answer holds (once per call)
+    if not (t._active if time.monotonic() < t._recheck_at else t.get()[1]):
         labels = _handler_labels(processor, command_type, attempt)
         outcome = "failed"  # unless it returns: an exception propagates (an interrupt)
         start = time.perf_counter()

@@ -201,8 +201,10 @@ class WorkflowProcessor(DecidingProcessor):
 
     def _remember(self, work: dict[str, _Work], *, grouped: bool) -> None:
         self.group_commits += grouped
+        snapshots = self.snapshots if self.snapshots.enabled else None
         for stream, w in work.items():
-            self.snapshots.committed(stream, w.base_revision + 1, w.instance)
+            if snapshots is not None:
+                snapshots.committed(stream, w.base_revision + 1, w.instance)
             if w.instance.status.terminal:
                 # Nothing more is decided for it: an input that still comes is recorded as
                 # Ignored after a read of its stream. The cache keeps the instances that work.
@@ -293,7 +295,9 @@ class WorkflowProcessor(DecidingProcessor):
         # The stored input can be copied as it is when it decoded without an upcaster.
         reuse = codec.registry.name_of(type(message)) == source.type
         cause = metadata.message_id
-        parent, state = telemetry.trace_fields()
+        parent, state = (
+            telemetry.trace_fields() if telemetry.current_context() else telemetry.NO_TRACE
+        )
         key = partitions.stream_key(stream)  # the instance's partition: its commands, timers
         # Each event's metadata differs only by its id (but on Scheduled and Began): the rest
         # is written once per input.
