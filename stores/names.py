@@ -84,7 +84,13 @@ class NameRules:
         """:meth:`check` for a stream name and the types of the events appended to it; and
         each event's partition key (:func:`~decider.stores.protocol.check_partition_key`,
         ``ValueError``)."""
-        self.check(STREAM, stream)
+        if not (  # check's common case (a plain ASCII name within the limit) with no call
+            type(stream) is str
+            and stream.isascii()
+            and "\x00" not in stream
+            and (self.max_name_bytes is None or len(stream) <= self.max_name_bytes)
+        ):
+            self.check(STREAM, stream)
         for event in events:
             key = event.partition_key
             if key is not None and (type(key) is not int or not 0 <= key <= MAX_PARTITION_KEY):

@@ -27,6 +27,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import attrs
 
@@ -78,10 +79,11 @@ class _ByType:
 
     def __init__(self, written: Written) -> None:
         self.groups: dict[str, list[tuple[str, str, int | None]]] = {}
+        groups, get = self.groups, self.groups.get  # (locals: read once per event)
         for item in written:
-            group = self.groups.get(item[1])
+            group = get(item[1])
             if group is None:
-                self.groups[item[1]] = [item]
+                groups[item[1]] = [item]
             else:
                 group.append(item)
 
@@ -108,16 +110,13 @@ class Gist:
     @classmethod
     def of(cls, written: Written) -> Gist:
         """The gist of a commit that wrote ``written`` (:func:`written_to`, :func:`written_by`)."""
-        types: set[str] = set()
-        keys: set[int] = set()
-        unkeyed = False
-        for _, event_type, key in written:
-            types.add(event_type)
-            if key is None:
-                unkeyed = True
-            else:
-                keys.add(key)
-        return cls(frozenset(types), frozenset(keys), unkeyed)
+        # Two comprehensions (no test per event in Python); None among the keys: unkeyed.
+        types = frozenset([event_type for _, event_type, _ in written])
+        keys: set[Any] = {key for _, _, key in written}
+        unkeyed = None in keys
+        if unkeyed:
+            keys.discard(None)
+        return cls(types, frozenset(keys), unkeyed)
 
     def __or__(self, other: Gist) -> Gist:
         """The gist of both commits."""
