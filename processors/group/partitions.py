@@ -98,10 +98,9 @@ def input_key(
     itself) when several workflows or none take it, or the route fails or gives no id.
     """
     if workflow is None:
-        takers = [r for r in app.workflows.values() if type_name in r.inputs]
-        if len(takers) != 1:
+        workflow = taker(app, type_name)
+        if workflow is None:
             return None
-        [workflow] = takers
     entry = workflow.inputs.get(type_name)
     if entry is None:
         return None
@@ -110,10 +109,26 @@ def input_key(
             instance_id = metadata.correlation_id
         else:
             instance_id = entry.route(message(), metadata)
-        if not isinstance(instance_id, str) or not instance_id:
-            return None
-        return stream_key(streams.instance_stream(workflow.workflow.name, instance_id))
     except Exception:  # the workflow processor skips it, with the reason
+        return None
+    return instance_key(workflow, instance_id)
+
+
+def taker(app: AppDefinition, type_name: str) -> WorkflowRegistration | None:
+    """The one workflow of ``app`` that takes inputs of type ``type_name``; ``None`` when
+    several or none do."""
+    takers = [r for r in app.workflows.values() if type_name in r.inputs]
+    return takers[0] if len(takers) == 1 else None
+
+
+def instance_key(workflow: WorkflowRegistration, instance_id: object) -> int | None:
+    """:func:`stream_key` of ``workflow``'s instance ``instance_id`` (what a route gave);
+    ``None`` if it is no instance id (not a non-empty ``str``, or no store holds its stream)."""
+    if not isinstance(instance_id, str) or not instance_id:
+        return None
+    try:
+        return stream_key(streams.instance_stream(workflow.workflow.name, instance_id))
+    except Exception:  # the workflow processor skips its input, with the reason
         return None
 
 
