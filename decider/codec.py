@@ -436,7 +436,10 @@ class Codec:
     def metadata_of_event_id(new_id: uuid.UUID, after_id: bytes) -> bytes:
         """:meth:`metadata_of_id` of an event id's text (hex digits and dashes: no escape
         needed, none checked)."""
-        return b'{"message_id":"' + str(new_id).encode() + b'"' + after_id
+        # str(new_id), written in place (no call of UUID.__str__ and its % formatting).
+        h = new_id.int.to_bytes(16, "big").hex()
+        text = f'{{"message_id":"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"'
+        return text.encode() + after_id
 
     @staticmethod
     def metadata_of_id(message_id: str, after_id: bytes) -> bytes:

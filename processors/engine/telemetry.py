@@ -365,7 +365,12 @@ def call_handler(  # noqa: PLR0917
     """
     t = _TRACER  # _TRACER.get()[1], with no call while its answer holds (once per call)
     if not (t._active if time.monotonic() < t._recheck_at else t.get()[1]):
-        labels = _handler_labels(processor, command_type, attempt)
+        # The labels made once per handler (and outcome) are read here with no call; a first
+        # call or a retry (counted) goes through _handler_labels.
+        key = (processor, command_type)
+        labels = _HANDLER_LABELS.get(key) if attempt <= 1 else None
+        if labels is None:
+            labels = _handler_labels(processor, command_type, attempt)
         outcome = "failed"  # unless it returns: an exception propagates (an interrupt)
         start = time.perf_counter()
         try:
@@ -374,10 +379,16 @@ def call_handler(  # noqa: PLR0917
             else:
                 with _attached(context):
                     result = call()
-            outcome = _outcome(result)
+            if isinstance(result, HandlerFailure):
+                outcome = "failed" if result.retryable else "rejected"
+            else:
+                outcome = "ok"
             return result
         finally:
-            HANDLER_DURATION.record(time.perf_counter() - start, _outcome_labels(labels, outcome))
+            found = _OUTCOME_LABELS.get((*key, outcome))
+            HANDLER_DURATION.record(
+                time.perf_counter() - start, found or _outcome_labels(labels, outcome)
+            )
     with _handler_span(processor, command_type, command_id, attempt, context) as returned:
         result = call()
         returned(result)
