@@ -167,11 +167,39 @@ def read_all_sql(filter: Filter) -> tuple[str, tuple[object, ...]]:
 
 
 def _prefixes(column: str, prefixes: tuple[str, ...], params: list[object]) -> str:
+    """The clause that passes the texts of ``column`` that start with one of ``prefixes``:
+    each a range of two comparisons (``p <= text < p'``, ``p'`` being ``p`` with its last
+    character the next one: in the binary order of UTF-8, the texts in it are those that start
+    with ``p``), not a call of ``substr`` on every row the read walks; ``substr`` where there is
+    no next character (an empty prefix passes every text)."""
     parts = []
     for prefix in prefixes:
-        parts.append(f"substr({column}, 1, ?) = ?")
-        params.extend((len(prefix), prefix))
+        after = _after_prefix(prefix)
+        if after is None:
+            parts.append(f"substr({column}, 1, ?) = ?")
+            params.extend((len(prefix), prefix))
+        else:
+            parts.append(f"({column} >= ? AND {column} < ?)")
+            params.extend((prefix, after))
     return "(" + " OR ".join(parts) + ")"
+
+
+def _after_prefix(prefix: str) -> str | None:
+    """The least text above every text that starts with ``prefix`` (in the binary order of
+    UTF-8, which is the order of code points); ``None`` if there is none to write (an empty
+    prefix, or a last character whose next one is a surrogate or past the last code point).
+
+    >>> _after_prefix("Sent:")
+    'Sent;'
+    >>> _after_prefix("") is None and _after_prefix("a\ud7ff") is None
+    True
+    """
+    if not prefix:
+        return None
+    following = ord(prefix[-1]) + 1
+    if 0xD800 <= following <= 0xDFFF or following > 0x10FFFF:
+        return None
+    return prefix[:-1] + chr(following)
 
 
 _UUID = uuid.UUID

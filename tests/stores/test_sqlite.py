@@ -461,3 +461,25 @@ VALUES ('old', 0, randomblob(16), 'Old', '{}', '', '2026-01-01T00:00:00+00:00');
     finally:
         store.close()
     SqliteEventStore(path).close()  # a migrated file opens as is
+
+
+def test_prefix_filters_pass_what_the_memory_store_passes_whatever_the_last_character(
+    tmp_path: Path,
+) -> None:
+    """A prefix is read as a range of two comparisons (its last character's next one ends it),
+    or by ``substr`` where there is no next one (U+D7FF, whose next is a surrogate; U+10FFFF,
+    the last): either way, the texts that start with it, as the memory store says."""
+    texts = ["ab", "abc", "ab\U0010ffff", "ac", "aa", "a\ud7ff", "a\ud7ffz", "a\ue000", "", "b"]
+    sqlite, memory = SqliteEventStore(tmp_path / "e.db"), MemoryEventStore()
+    for store in (sqlite, memory):
+        for text in texts:
+            store.append(f"s-{text}", new_events(1, event_type=f"t-{text}"), NO_STREAM)
+    for prefix in ["ab", "a", "a\ud7ff", "ab\U0010ffff", "", "a\U0010ffff", "b", "c"]:
+        for wanted in (
+            Filter(event_type_prefixes=(f"t-{prefix}",)),
+            Filter(stream_prefixes=(f"s-{prefix}", "s-c")),
+        ):
+            read = [e.stream for e in sqlite.read_all(filter=wanted)]
+            assert read == [e.stream for e in memory.read_all(filter=wanted)], (prefix, wanted)
+            assert read == [f"s-{t}" for t in texts if t.startswith(prefix)]
+    sqlite.close()
