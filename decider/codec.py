@@ -438,8 +438,8 @@ class Codec:
         needed, none checked)."""
         # str(new_id), written in place (no call of UUID.__str__ and its % formatting).
         h = new_id.int.to_bytes(16, "big").hex()
-        text = f'{{"message_id":"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"'
-        return text.encode() + after_id
+        text = "-".join((h[:8], h[8:12], h[12:16], h[16:20], h[20:]))
+        return b'{"message_id":"' + text.encode() + b'"' + after_id
 
     @staticmethod
     def metadata_of_id(message_id: str, after_id: bytes) -> bytes:
