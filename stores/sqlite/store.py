@@ -34,6 +34,7 @@ import math
 import os
 import sqlite3
 import threading
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -150,6 +151,9 @@ class SqliteEventStore:
         self._watched_head: int | None = None
         self._head_lock = threading.Lock()
         """Guards ``_watched_head``: the watch and this process's commits move it."""
+        self._looked_at = -math.inf
+        """When the last look began (``time.monotonic()``): a probe within ``probe_interval``
+        of it makes none of its own (:meth:`_announced`)."""
         self._gists_kept = 0
         connection, _ = self._connection()
         try:
@@ -391,6 +395,7 @@ class SqliteEventStore:
         (the watch's and a probe's: both announce, the head kept is the furthest)."""
         with self._head_lock:
             looked = self._watched_head or 0
+            self._looked_at = time.monotonic()
         rows = self._query(sql.GISTS_SINCE, (looked,))
         head: int | None = next(last for first, last, _, _ in rows if first is None)
         if head is None or head <= looked:
@@ -443,9 +448,17 @@ class SqliteEventStore:
         will: plain ``sqlite3``, a network mount) is looked at now, by the probe's own look: one
         query that announces it to every subscription that may want it (the probing one
         included, which then reads), where a read of each probing subscription would walk it.
-        A store with no watch reads."""
+        A store with no watch reads.
+
+        One look serves every subscription of the process: a probe within ``probe_interval``
+        of the last look (the watch's or another probe's) makes none and answers with what that
+        look announced, so the process's waiting subscriptions look about once per interval
+        together, not once each, and not at all while bells keep the watch looking."""
         if self._watch is None:
             return False, None
+        with self._head_lock:
+            if time.monotonic() - self._looked_at < (self._probe_interval or 0.0):
+                return True, self._watched_head
         head = self._look()
         with self._head_lock:
             announced = self._watched_head or 0
