@@ -56,6 +56,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 import uuid
@@ -789,6 +790,35 @@ def measure_growth(
     return results
 
 
+def measure_independent(
+    kind: str, count: int, n: int, timeout: float, pg_uri: str | None
+) -> dict[str, Any]:
+    """The control for the CPU figure: ``count`` *independent* one-process groups at once (a
+    store, a service and a publisher each, ``n // count`` workflows each) against one group of
+    one process doing all ``n``. What is left of k processes' extra CPU per workflow once the
+    group's own work (one store shared, leases, wake-ups across processes) is taken away: the
+    smaller batches and the processes sharing the machine's cores."""
+    one = run_once(kind, 1, n, timeout, pg_uri)
+    runs: list[dict[str, Any]] = []
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            runs.append(run_once(kind, 1, n // count, timeout, pg_uri))
+        except BaseException as exc:  # reported below, on the caller's thread
+            failed.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failed:
+        raise RunFailed(f"an independent group failed: {failed[0]}")
+    apart = sum(total_cpu(r) * r["n"] for r in runs) / sum(r["n"] for r in runs)
+    return {"one": total_cpu(one), "independent": apart, "ratio": apart / total_cpu(one)}
+
+
 def _main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.scaleout",
@@ -811,6 +841,13 @@ def _main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--threads", action="store_true", help="also split the services' CPU by thread"
     )
+    parser.add_argument(
+        "--independent",
+        type=int,
+        default=0,
+        metavar="K",
+        help="only the control: K independent one-process groups against one",
+    )
     args = parser.parse_args(argv)
     global THREADS  # noqa: PLW0603 - one flag for the whole run, as METRICS
     THREADS = args.threads
@@ -820,6 +857,14 @@ def _main(argv: Sequence[str] | None = None) -> int:
     counts = () if args.failover_only else tuple(int(c) for c in args.processes.split(","))
     kinds = [k for k in args.stores.split(",") if k]
     pg_uri = pg.uri() if "postgres" in kinds else None
+    if args.independent:
+        for kind in kinds:
+            found = measure_independent(kind, args.independent, args.n, args.timeout, pg_uri)
+            print(
+                f"  {kind}: one process {found['one']:.3f} ms/workflow, {args.independent}"
+                f" independent groups {found['independent']:.3f} ({found['ratio']:.2f}x)"
+            )
+        return 0
     if args.growth:
         small_n, big_n = (int(n) for n in args.growth.split(","))
         growth = measure_growth(kinds, small_n, big_n, args.timeout, pg_uri, print)
