@@ -48,6 +48,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.util
+import json
 import math
 import os
 import signal
@@ -55,6 +56,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 import uuid
@@ -63,7 +65,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks import pg
+from benchmarks import pg, thread_cpu
 from benchmarks.fresh import child_env, fresh_store
 from benchmarks.harness import Figure, Pending, Result, Target, format_table
 from decider.processors.app.streams import workflow_processor_name
@@ -135,11 +137,16 @@ class _Services:
         self.log_dir = log_dir
         self.processes: list[subprocess.Popen[bytes]] = []
         self.metrics_ports: list[int] = []
+        self._readings = 0
         for number in range(count):
             self.start(number)
 
     def start(self, number: int) -> subprocess.Popen[bytes]:
         command = [sys.executable, "-m", "decider.processors.cli", "run", APP_SPEC]
+        env = child_env()
+        if THREADS:
+            command[2:2] = ["benchmarks.thread_cpu"]
+            env[thread_cpu.DIRECTORY] = str(self.log_dir)
         command += ["--store", self.uri, "--partitions", "auto", "--lease-ttl", str(LEASE_TTL)]
         command += ["--progress-interval", "0", "--log-level", "WARNING"]
         if METRICS:
@@ -148,10 +155,29 @@ class _Services:
             self.metrics_ports.append(port)
         with (self.log_dir / f"service{number}.log").open("ab") as log:
             process = subprocess.Popen(
-                command, stdout=log, stderr=subprocess.STDOUT, cwd=_ROOT, env=child_env()
+                command, stdout=log, stderr=subprocess.STDOUT, cwd=_ROOT, env=env
             )
         self.processes.append(process)
         return process
+
+    def threads(self) -> list[dict[str, float]]:
+        """The CPU seconds of each process's threads by name so far (``--threads``: the services
+        run under :mod:`benchmarks.thread_cpu`), or ``[]``."""
+        if not THREADS:
+            return []
+        self._readings += 1
+        for process in self.processes:
+            process.send_signal(signal.SIGUSR1)
+        found = []
+        for process in self.processes:
+            path = self.log_dir / f"{process.pid}-{self._readings - 1}.json"
+            deadline = time.monotonic() + 30
+            while not path.exists():
+                if time.monotonic() > deadline:
+                    return []
+                time.sleep(0.01)
+            found.append(json.loads(path.read_text()))
+        return found
 
     def delivered(self) -> list[float]:
         """The events each process's subscriptions delivered to its processors so far
@@ -214,6 +240,8 @@ METRICS = all(
 )
 """Whether the services can serve their metrics (the ``metrics`` extra): the events they read
 are counted from them."""
+THREADS = False
+"""Whether each run also splits the services' CPU by thread (``--threads``)."""
 
 
 def _named(uri: str, application: str) -> str:
@@ -347,6 +375,7 @@ def run_once(
                 pg_uri if kind == "postgres" else None, services.application
             )
             cpu_before = services.cpu_seconds()
+            threads_before = services.threads()
             start = time.perf_counter()
             publisher = _publisher(uri, n)
             issued, failover, deadline = 0, None, start + timeout
@@ -363,6 +392,7 @@ def run_once(
                 subscription.stop()
             seconds = time.perf_counter() - start
             cpu_after = services.cpu_seconds() if not kill_one else []
+            threads_after = services.threads() if not kill_one else []
             server_after = (
                 None
                 if kill_one or server_before is None
@@ -389,6 +419,7 @@ def run_once(
         "issued_stored": stored,
         "failover": failover,
         **_cpu(cpu_before, cpu_after, n),
+        **_threads(threads_before, threads_after, n),
         **_server_cpu(server_before, server_after, n),
         **_reads(delivered_before, delivered_after, written),
     }
@@ -409,6 +440,21 @@ def _cpu(before: list[float], after: list[float], n: int) -> dict[str, Any]:
         "busiest_cpu_ms_per_workflow": 1000 * max(used) / n,
         "busiest_share": max(used) / sum(used) if sum(used) > 0 else math.nan,
     }
+
+
+def _threads(
+    before: list[dict[str, float]], after: list[dict[str, float]], n: int
+) -> dict[str, Any]:
+    """The services' CPU during a run by thread name, summed over the processes, in
+    microseconds per workflow (``--threads``), the largest first."""
+    if not before or len(before) != len(after):
+        return {}
+    split: dict[str, float] = {}
+    for was, now in zip(before, after, strict=True):
+        for name, seconds in now.items():
+            split[name] = split.get(name, 0.0) + seconds - was.get(name, 0.0)
+    ordered = sorted(split.items(), key=lambda item: -item[1])
+    return {"threads_us_per_workflow": {name: 1e6 * s / n for name, s in ordered if s > 0}}
 
 
 def _server_cpu(
@@ -529,6 +575,9 @@ def measure(
                 f"{run['busiest_cpu_ms_per_workflow']:.2f}, projected efficiency "
                 f"{run['projected_efficiency']:.2f}"
             )
+            if "threads_us_per_workflow" in run:
+                split = run["threads_us_per_workflow"].items()
+                say(f"    by thread, us/workflow: {', '.join(f'{k} {v:.0f}' for k, v in split)}")
             results.append(
                 Figure(
                     key=key,
@@ -741,6 +790,35 @@ def measure_growth(
     return results
 
 
+def measure_independent(
+    kind: str, count: int, n: int, timeout: float, pg_uri: str | None
+) -> dict[str, Any]:
+    """The control for the CPU figure: ``count`` *independent* one-process groups at once (a
+    store, a service and a publisher each, ``n // count`` workflows each) against one group of
+    one process doing all ``n``. What is left of k processes' extra CPU per workflow once the
+    group's own work (one store shared, leases, wake-ups across processes) is taken away: the
+    smaller batches and the processes sharing the machine's cores."""
+    one = run_once(kind, 1, n, timeout, pg_uri)
+    runs: list[dict[str, Any]] = []
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            runs.append(run_once(kind, 1, n // count, timeout, pg_uri))
+        except BaseException as exc:  # reported below, on the caller's thread
+            failed.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failed:
+        raise RunFailed(f"an independent group failed: {failed[0]}")
+    apart = sum(total_cpu(r) * r["n"] for r in runs) / sum(r["n"] for r in runs)
+    return {"one": total_cpu(one), "independent": apart, "ratio": apart / total_cpu(one)}
+
+
 def _main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.scaleout",
@@ -760,13 +838,33 @@ def _main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--growth", default="", metavar="SMALL,BIG", help="only the growth figure at these sizes"
     )
+    parser.add_argument(
+        "--threads", action="store_true", help="also split the services' CPU by thread"
+    )
+    parser.add_argument(
+        "--independent",
+        type=int,
+        default=0,
+        metavar="K",
+        help="only the control: K independent one-process groups against one",
+    )
     args = parser.parse_args(argv)
+    global THREADS  # noqa: PLW0603 - one flag for the whole run, as METRICS
+    THREADS = args.threads
     if args.uri is not None:
         publish(args.uri, args.n)
         return 0
     counts = () if args.failover_only else tuple(int(c) for c in args.processes.split(","))
     kinds = [k for k in args.stores.split(",") if k]
     pg_uri = pg.uri() if "postgres" in kinds else None
+    if args.independent:
+        for kind in kinds:
+            found = measure_independent(kind, args.independent, args.n, args.timeout, pg_uri)
+            print(
+                f"  {kind}: one process {found['one']:.3f} ms/workflow, {args.independent}"
+                f" independent groups {found['independent']:.3f} ({found['ratio']:.2f}x)"
+            )
+        return 0
     if args.growth:
         small_n, big_n = (int(n) for n in args.growth.split(","))
         growth = measure_growth(kinds, small_n, big_n, args.timeout, pg_uri, print)

@@ -32,7 +32,14 @@ from typing import Any
 import attrs
 
 from decider.stores.errors import StoreError
-from decider.stores.protocol import CaughtUp, Filter, NewEvent, RecordedEvent, StreamAppend
+from decider.stores.protocol import (
+    CaughtUp,
+    Filter,
+    NewEvent,
+    Partitions,
+    RecordedEvent,
+    StreamAppend,
+)
 
 ReadPage = Callable[[int | None, int], list[RecordedEvent]]
 """``read_page(after_position, limit)``: up to ``limit`` matching events after the position."""
@@ -198,6 +205,9 @@ class LogNotifier:
         self._lock = threading.Lock()
         self._closed = False
         self._subscriptions: weakref.WeakSet[CatchUpSubscription] = weakref.WeakSet()
+        self.on_change: Callable[[], None] | None = None
+        """Called after a subscription is attached (before it reads) or detached: a store
+        that listens to other processes for some partitions only re-aims there."""
 
     @property
     def closed(self) -> bool:
@@ -208,11 +218,49 @@ class LogNotifier:
         """Notify ``subscription`` from now on (until it stops, or is collected)."""
         with self._lock:
             self._subscriptions.add(subscription)
+        if self.on_change is not None:
+            self.on_change()
 
     def detach(self, subscription: CatchUpSubscription) -> None:
         """Notify ``subscription`` no more."""
         with self._lock:
             self._subscriptions.discard(subscription)
+        if self.on_change is not None:
+            self.on_change()
+
+    def key_classes(self, classes: int) -> frozenset[int] | None:
+        """Of the partition keys modulo ``classes``, those whose events some subscription may
+        want (where its partitions' count divides ``classes`` or ``classes`` divides it, each
+        partition's keys fall in classes of their own); ``None``: every one (a subscription
+        reads all partitions, or counts them otherwise). Events without a key are not asked
+        about.
+
+        >>> notifier = LogNotifier()
+        >>> held = Filter(partitions=Partitions(count=4, held=frozenset({1})))
+        >>> subscription = CatchUpSubscription(
+        ...     read_page=lambda *_: [], head=lambda: None, notifier=notifier, filter=held
+        ... )
+        >>> sorted(notifier.key_classes(8))
+        [1, 5]
+        >>> sorted(notifier.key_classes(2))
+        [1]
+        >>> notifier.key_classes(6) is None
+        True
+        """
+        with self._lock:
+            subscriptions = list(self._subscriptions)
+        wanted: set[int] = set()
+        for subscription in subscriptions:
+            held = subscription.partitions
+            if held is None:
+                return None
+            if classes % held.count == 0:
+                wanted.update(c for c in range(classes) if c % held.count in held.held)
+            elif held.count % classes == 0:
+                wanted.update(p % classes for p in held.held)
+            else:
+                return None
+        return frozenset(wanted)
 
     def notify(self, written: Written | None = None) -> None:
         """Tell the subscriptions that the log may have grown: those whose filter passes an
@@ -334,6 +382,11 @@ class CatchUpSubscription:
         if not self._caught_up or self._buffer:
             return None
         return self._position
+
+    @property
+    def partitions(self) -> Partitions | None:
+        """The partitions whose events it reads (``None``: all)."""
+        return None if self._filter is None else self._filter.partitions
 
     @property
     def partition_count(self) -> int | None:

@@ -21,8 +21,9 @@ Writers wait for each other (``busy_timeout``, 30 s by default) rather than fail
 than that raises :class:`~decider.stores.errors.StoreUnavailable`. In-process appends wake the
 subscriptions at once; another process's appends wake them through the doorbell file beside the
 database, heard through ``inotify`` on Linux (:mod:`decider.stores.sqlite._watch`). A waiting
-subscription also checks the log's head every ``probe_interval`` seconds (50 ms by default, a
-microsecond-cheap query): the backstop where no bell is heard.
+subscription also probes every ``probe_interval`` seconds (50 ms by default; one look of the
+process's serves all its subscriptions, so a row no bell announced is found within twice that):
+the backstop where no bell is heard.
 
 WARNING: open the store after forking, never before: a connection must not cross a fork.
 """
@@ -34,6 +35,7 @@ import math
 import os
 import sqlite3
 import threading
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -61,7 +63,7 @@ from decider.stores.sqlite import _snapshots as snapshots
 from decider.stores.sqlite import _sql as sql
 from decider.stores.sqlite import _state as states
 from decider.stores.sqlite._append import IDS_PER_QUERY, append_all, append_one
-from decider.stores.sqlite._watch import Doorbell, FileWatch, start_watch
+from decider.stores.sqlite._watch import BELLS, Doorbell, FileWatch, bell_names, start_watch
 from decider.stores.subscription import (
     CatchUpSubscription,
     Gist,
@@ -144,12 +146,16 @@ class SqliteEventStore:
             reusable=lambda connection: not connection.in_transaction,
         )
         self._notifier = LogNotifier()
+        self._notifier.on_change = self._aim
         self._bell = None if self._in_memory else Doorbell(self._path)
         self._watch: FileWatch | None = None
         self._watch_lock = threading.Lock()
         self._watched_head: int | None = None
         self._head_lock = threading.Lock()
         """Guards ``_watched_head``: the watch and this process's commits move it."""
+        self._looked_at = -math.inf
+        """When the last look began (``time.monotonic()``): a probe within ``probe_interval``
+        of it makes none of its own (:meth:`_announced`)."""
         self._gists_kept = 0
         connection, _ = self._connection()
         try:
@@ -370,10 +376,32 @@ class SqliteEventStore:
         with self._watch_lock:
             if self._watch is None:
                 self._watched_head = self._head()
-                self._watch = start_watch(self._path, self._file_written)
+                self._watch = start_watch(self._path, self._file_written, self._bells())
 
-    def _file_written(self) -> None:
-        """On the watch's thread: some process rang the doorbell: :meth:`_look`."""
+    def _bells(self) -> frozenset[int | None]:
+        """The bells to listen to: the plain one (events with no key), and the keyed ones of
+        the partitions the subscriptions read (:meth:`LogNotifier.key_classes`)."""
+        classes = self._notifier.key_classes(BELLS)
+        return frozenset((None, *(range(BELLS) if classes is None else classes)))
+
+    def _aim(self) -> None:
+        """A subscription came or went: listen to the bells of the partitions read now. A bell
+        added is listened to before the new subscription's first read, so none of its rows
+        committed after that read goes unheard."""
+        with self._watch_lock:  # a watch being started is aimed once it is there
+            if self._watch is not None:
+                self._watch.aim(*bell_names(os.path.basename(self._path), self._bells()))
+
+    def _file_written(self, keyed: bool) -> None:
+        """On the watch's thread: some process rang the doorbell: :meth:`_look`. Where only
+        keyed bells rang (``keyed``), each rung after the head file passed its commit's rows,
+        so a head file at most at the watched head says every row rung for was announced
+        (this process's own commits ring the bells it listens to): no look."""
+        if keyed and self._bell is not None:
+            rung = self._bell.rung_head()
+            with self._head_lock:
+                if rung is not None and rung <= (self._watched_head or 0):
+                    return
         with contextlib.suppress(StoreError):  # closing, or the file is away: the probe goes on
             self._look()
 
@@ -391,6 +419,7 @@ class SqliteEventStore:
         (the watch's and a probe's: both announce, the head kept is the furthest)."""
         with self._head_lock:
             looked = self._watched_head or 0
+            self._looked_at = time.monotonic()
         rows = self._query(sql.GISTS_SINCE, (looked,))
         head: int | None = next(last for first, last, _, _ in rows if first is None)
         if head is None or head <= looked:
@@ -443,9 +472,17 @@ class SqliteEventStore:
         will: plain ``sqlite3``, a network mount) is looked at now, by the probe's own look: one
         query that announces it to every subscription that may want it (the probing one
         included, which then reads), where a read of each probing subscription would walk it.
-        A store with no watch reads."""
+        A store with no watch reads.
+
+        One look serves every subscription of the process: a probe within ``probe_interval``
+        of the last look (the watch's or another probe's) makes none and answers with what that
+        look announced, so the process's waiting subscriptions look about once per interval
+        together, not once each, and not at all while bells keep the watch looking."""
         if self._watch is None:
             return False, None
+        with self._head_lock:
+            if time.monotonic() - self._looked_at < (self._probe_interval or 0.0):
+                return True, self._watched_head
         head = self._look()
         with self._head_lock:
             announced = self._watched_head or 0
@@ -515,7 +552,8 @@ class SqliteEventStore:
             if after is not None:
                 self._own_rows(before, after)
             if self._bell is not None:
-                self._bell.ring()
+                rung = after if after is not None and after > (before or 0) else None
+                self._bell.ring(written, rung)
         return result
 
     def _keep_gist(

@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from decider.stores import (
@@ -42,7 +43,7 @@ from decider.stores.memory import MemoryEventStore
 from decider.stores.sqlite import SqliteEventStore
 from decider.stores.sqlite import _sql as sql
 from decider.stores.sqlite import store as sqlite_store
-from decider.stores.sqlite._watch import Doorbell
+from decider.stores.sqlite._watch import BELLS, Doorbell
 from decider.stores.subscription import CatchUpSubscription
 from tests.stores.process_support import ROOT
 
@@ -407,3 +408,60 @@ def test_a_sqlite_probe_rereads_no_row_announced_and_still_finds_a_silent_writer
     finally:
         sub.stop()
         store.close()
+
+
+def test_a_holder_of_some_partitions_listens_to_their_keyed_bells_only(
+    writer: tuple[SqliteEventStore, subprocess.Popen[str]],
+) -> None:
+    reader, process = writer
+    five = Filter(partitions=Partitions(count=8, held=frozenset({5}), unknown=False))
+    sub = reader.subscribe(None, five)
+    try:
+        assert reader._watch is not None
+        keyed = {f"events.db-bell-{bell}".encode() for bell in range(5, BELLS, 8)}
+        assert set(reader._watch._bells) == {b"events.db-bell", *keyed}
+        assert isinstance(take(sub, 1)[0], CaughtUp)
+        _append_there(process, "three-1 11")
+        # The probe would look again in an hour: only the keyed bell delivers in time.
+        _append_there(process, "five-2 13")
+        [event] = take(sub, 1, timeout=10)
+        assert isinstance(event, RecordedEvent) and event.stream == "five-2"
+        everything = reader.subscribe(None)  # reads every partition: every bell
+        assert set(reader._watch._bells) == {
+            b"events.db-bell",
+            *(f"events.db-bell-{bell}".encode() for bell in range(BELLS)),
+        }
+        everything.stop()
+        assert set(reader._watch._bells) == {b"events.db-bell", *keyed}
+    finally:
+        sub.stop()
+
+
+def test_a_process_s_own_keyed_commits_make_its_watch_look_at_nothing(
+    writer: tuple[SqliteEventStore, subprocess.Popen[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reader, process = writer
+    five = Filter(partitions=Partitions(count=8, held=frozenset({5}), unknown=False))
+    sub = reader.subscribe(None, five)
+
+    def append_mine(number: int) -> None:
+        [new] = new_events(1)
+        reader.append(f"mine-{number}", [attrs.evolve(new, partition_key=13)], NO_STREAM)
+        assert len(take(sub, 1, timeout=10)) == 1
+
+    try:
+        assert isinstance(take(sub, 1)[0], CaughtUp)
+        append_mine(0)  # makes bell 13 (a bell made is looked at once)
+        _append_there(process, "theirs-1 13")
+        assert len(take(sub, 1, timeout=10)) == 1
+        statements = _statements_of(reader, monkeypatch)
+        for number in range(1, 4):
+            # Each rings bell 13, which this process listens to: the head file says the rows
+            # rung for are this process's own, announced already.
+            append_mine(number)
+        _append_there(process, "theirs-4 13")  # another process's: looked at, and read
+        [event] = take(sub, 1, timeout=10)
+        assert isinstance(event, RecordedEvent) and event.stream == "theirs-4"
+        assert statements.count(sql.GISTS_SINCE) == 1, "the watch looked at its own commits"
+    finally:
+        sub.stop()
