@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import collections
 import json
+import re
 import threading
 import time
 import weakref
@@ -62,6 +63,10 @@ Summed = dict[str, dict[int | None, int]]
 
 Written = Sequence[tuple[str, str, int | None]]
 """What a commit wrote: each event's stream, type and partition key."""
+
+_ONE_TYPE = re.compile(r'\[\["([^"\\]*)"\],\[((?:-?[0-9]+)(?:,-?[0-9]+)*)?\],([01])\]\Z')
+"""A gist's text (:meth:`Gist.text`) of one type whose name JSON writes as it is (no quote,
+backslash or character it escapes): the type, the keys, the unkeyed flag."""
 
 _BY_TYPE_PAST = 64
 """A commit of more events than this is matched type by type (:class:`_ByType`): a
@@ -150,6 +155,13 @@ class Gist:
         >>> Gist.of_text("") is None and Gist.of_text("[1") is None
         True
         """
+        # The common gist (one type, named without escapes) is read without the JSON decoder:
+        # a look reads one per commit of another process.
+        plain = _ONE_TYPE.match(text)
+        if plain is not None:
+            type_name, keys_text, unkeyed_text = plain.groups()
+            keys = frozenset(map(int, keys_text.split(","))) if keys_text else frozenset()
+            return cls(frozenset((type_name,)), keys, unkeyed_text == "1")
         try:
             types, keys, unkeyed = json.loads(text)
             return cls(frozenset(map(str, types)), frozenset(map(int, keys)), bool(unkeyed))
@@ -205,6 +217,9 @@ class LogNotifier:
         self._lock = threading.Lock()
         self._closed = False
         self._subscriptions: weakref.WeakSet[CatchUpSubscription] = weakref.WeakSet()
+        self._count: int | None = None
+        """:meth:`partition_count`, kept from one attach or detach to the next (``None``: not
+        counted since)."""
         self.on_change: Callable[[], None] | None = None
         """Called after a subscription is attached (before it reads) or detached: a store
         that listens to other processes for some partitions only re-aims there."""
@@ -218,6 +233,7 @@ class LogNotifier:
         """Notify ``subscription`` from now on (until it stops, or is collected)."""
         with self._lock:
             self._subscriptions.add(subscription)
+            self._count = None
         if self.on_change is not None:
             self.on_change()
 
@@ -225,6 +241,7 @@ class LogNotifier:
         """Notify ``subscription`` no more."""
         with self._lock:
             self._subscriptions.discard(subscription)
+            self._count = None
         if self.on_change is not None:
             self.on_change()
 
@@ -291,11 +308,20 @@ class LogNotifier:
 
     def partition_count(self) -> int:
         """The partition count of the subscriptions that read some partitions only, when they
-        share one (what a store sums a look up by, :meth:`notify_written`); else 1."""
-        with self._lock:
-            counts = {subscription.partition_count for subscription in self._subscriptions}
-        found = [count for count in counts if count is not None]
-        return found[0] if len(found) == 1 else 1
+        share one (what a store sums a look up by, :meth:`notify_written`); else 1.
+
+        Counted again only after an attach or a detach (a store asks at each look and each
+        commit). A subscription collected unstopped may leave a count it alone had, or a 1
+        where it alone differed: a sum by that count still wakes every subscription that may
+        want an entry (:meth:`CatchUpSubscription.behind` takes every partition of a count
+        not its own)."""
+        count = self._count
+        if count is None:
+            with self._lock:
+                counts = {subscription.partition_count for subscription in self._subscriptions}
+                found = [count for count in counts if count is not None]
+                count = self._count = found[0] if len(found) == 1 else 1
+        return count
 
     def notify_written(self, written: Summed, count: int) -> None:
         """Tell the subscriptions that some process wrote what ``written`` sums up (each event

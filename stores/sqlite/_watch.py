@@ -239,6 +239,8 @@ class FileWatch:
         watched once the directory reports it made)."""
         self._keyed: frozenset[bytes] = frozenset()
         """The names of the keyed bells among them (:meth:`Doorbell.ring`)."""
+        self._watched: dict[int, bytes] = {}
+        """The bells watched now, by watch descriptor (those of ``_bells`` not ``-1``)."""
         self._wake_read, self._wake_write = os.pipe()
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="decider-sqlite-watch", daemon=True)
@@ -255,6 +257,7 @@ class FileWatch:
                     self._remove(wd)
             for name in names - set(self._bells):
                 self._bells[name] = self._add(name)
+            self._watched = {wd: name for name, wd in self._bells.items() if wd >= 0}
 
     def start(self) -> None:
         """Start the thread (once)."""
@@ -294,7 +297,7 @@ class FileWatch:
         offset = 0
         relevant: bool | None = None
         with self._lock:
-            watched = {wd: name for name, wd in self._bells.items() if wd >= 0}
+            watched = self._watched
             while offset + _EVENT.size <= len(buffer):
                 wd, mask, _, length = _EVENT.unpack_from(buffer, offset)
                 name = buffer[offset + _EVENT.size : offset + _EVENT.size + length].rstrip(b"\0")
@@ -304,13 +307,19 @@ class FileWatch:
                 elif length == 0 and wd in watched:
                     if mask & _IN_IGNORED:
                         # The bell was removed: a new one is watched when made.
-                        self._bells[watched.pop(wd)] = -1
+                        gone = watched.pop(wd)
+                        if self._bells.get(gone) == wd:
+                            self._bells[gone] = -1
                     elif watched[wd] not in self._keyed:
                         relevant = False
                     elif relevant is None:
                         relevant = True
                 elif length and name in self._bells:
-                    self._bells[name] = self._add(name)
+                    self._bells[name] = made = self._add(name)
+                    for old in [w for w, n in watched.items() if n == name and w != made]:
+                        del watched[old]  # a bell replaced: the old file's watch is done
+                    if made >= 0:
+                        watched[made] = name
                     relevant = False
         return relevant
 

@@ -153,6 +153,10 @@ class SqliteEventStore:
         self._watched_head: int | None = None
         self._head_lock = threading.Lock()
         """Guards ``_watched_head``: the watch and this process's commits move it."""
+        self._own_moves = 0
+        """How often this process's own commits moved ``_watched_head`` (:meth:`_own_rows`)."""
+        self._own_moves_heard = 0
+        """``_own_moves`` as the watch last saw it (:meth:`_file_written`)."""
         self._looked_at = -math.inf
         """When the last look began (``time.monotonic()``): a probe within ``probe_interval``
         of it makes none of its own (:meth:`_announced`)."""
@@ -396,12 +400,18 @@ class SqliteEventStore:
         """On the watch's thread: some process rang the doorbell: :meth:`_look`. Where only
         keyed bells rang (``keyed``), each rung after the head file passed its commit's rows,
         so a head file at most at the watched head says every row rung for was announced
-        (this process's own commits ring the bells it listens to): no look."""
+        (this process's own commits ring the bells it listens to): no look. The head file is
+        read only where one of this process's commits moved the watched head since the watch
+        last woke: else no ring heard can spare a look."""
         if keyed and self._bell is not None:
-            rung = self._bell.rung_head()
             with self._head_lock:
-                if rung is not None and rung <= (self._watched_head or 0):
-                    return
+                own = self._own_moves != self._own_moves_heard
+                self._own_moves_heard = self._own_moves
+            if own:
+                rung = self._bell.rung_head()
+                with self._head_lock:
+                    if rung is not None and rung <= (self._watched_head or 0):
+                        return
         with contextlib.suppress(StoreError):  # closing, or the file is away: the probe goes on
             self._look()
 
@@ -440,8 +450,14 @@ class SqliteEventStore:
         and, for the rows no gist covers, from the database."""
         summed: Summed = {}
         at = looked
+        gists = [row for row in rows if row[0] is not None]
+        if len(gists) == 1:  # the common look: one commit, one gist (its entries as they are)
+            [(first, last, modulo, text)] = gists
+            gist = Gist.of_text(text) if first == looked and last == head and text else None
+            if gist is not None:
+                return gist.summed(count, last, modulo)
         # Ranges in log order: a later one's position replaces an earlier one's.
-        gists = sorted((row for row in rows if row[0] is not None), key=lambda row: row[1])
+        gists.sort(key=_by_last)
         for first, last, modulo, text in gists:
             if last > head:  # (never: a gist is written with its rows)
                 break
@@ -586,6 +602,7 @@ class SqliteEventStore:
         with self._head_lock:
             if (self._watched_head or 0) == (before or 0):
                 self._watched_head = after
+                self._own_moves += 1
 
     def _failed(
         self, connection: sqlite3.Connection, in_use: threading.RLock, exc: sqlite3.Error
@@ -687,6 +704,11 @@ def _store_error(path: str, exc: sqlite3.Error) -> StoreError:
     if primary in _PERMANENT or isinstance(exc, sqlite3.DataError):
         return PermanentStoreError(f"SQLite database {path!r} cannot store this: {exc}")
     return StoreError(f"SQLite database {path!r}: {exc}")
+
+
+def _by_last(row: Any) -> int:
+    """A gist's row (:data:`sql.GISTS_SINCE`) by its commit's last position."""
+    return int(row[1])
 
 
 def _last_position(results: list[AppendResult]) -> int | None:

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from decider.stores import ALL, ANY, CaughtUp, Filter, Partitions, RecordedEvent, StoreError
 from decider.stores.contract import new_events, take
 from decider.stores.memory import MemoryEventStore
-from decider.stores.subscription import CatchUpSubscription, LogNotifier
+from decider.stores.subscription import CatchUpSubscription, Gist, LogNotifier
 
 
 def _subscription(
@@ -209,3 +209,47 @@ def test_select_answers_as_passes_does_event_by_event(
     if limit is not None:
         expected = expected[:limit]
     assert chosen.select(log, start, limit) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    types=st.frozensets(_NAMES | st.text(max_size=6), min_size=1, max_size=3),
+    keys=st.frozensets(st.integers(-(2**63), 2**63 - 1), max_size=4),
+    unkeyed=st.booleans(),
+)
+def test_a_gist_reads_back_what_its_text_says(
+    types: frozenset[str], keys: frozenset[int], unkeyed: bool
+) -> None:
+    """Gist.of_text reads Gist.text back, on the one-type path without the JSON decoder (any
+    name JSON writes as it is) and on the JSON path (names it escapes, several types)."""
+    gist = Gist(types, keys, unkeyed)
+    assert Gist.of_text(gist.text()) == gist
+
+
+@pytest.mark.parametrize("text", ['[["A"],[3,],0]', '[["A"],[-],0]', '[["A"],[3]]', "[1", ""])
+def test_an_unreadable_gist_is_unknown(text: str) -> None:
+    assert Gist.of_text(text) is None
+
+
+def test_the_partition_count_follows_the_subscriptions_attached() -> None:
+    """LogNotifier.partition_count is counted again after each attach and detach."""
+    store = MemoryEventStore()
+    notifier = store._notifier
+
+    def held(count: int) -> CatchUpSubscription:
+        return CatchUpSubscription(
+            read_page=lambda *_: [],
+            head=lambda: None,
+            notifier=notifier,
+            filter=Filter(partitions=Partitions(count=count, held=frozenset({0}))),
+        )
+
+    assert notifier.partition_count() == 1
+    four = held(4)
+    assert notifier.partition_count() == 4
+    eight = held(8)
+    assert notifier.partition_count() == 1  # two counts: none shared
+    four.stop()
+    assert notifier.partition_count() == 8
+    eight.stop()
+    assert notifier.partition_count() == 1
