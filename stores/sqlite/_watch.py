@@ -27,7 +27,11 @@ A process's own commits ring the bells it listens to. Before ringing keyed bells
 raises the head file ``<db>-bell-head`` (under ``flock``, so it never moves back) to its last
 position; a watch woken by keyed bells only reads it, and where it is no further than every
 row already announced (this process's commits are announced by their own notification) it
-makes no look. A plain bell, or a bell made, is always looked at: an older decider, or a
+makes no look. With the head it keeps the record of the commit that raised it (:class:`Rung`:
+the log's head before that commit, and its gist): a watch whose announcements end where that
+commit began announces its rows from the gist, with no query (a look after another process's
+commit cost about as much as the query alone: the other connection's commit had emptied this
+one's page cache). A plain bell, or a bell made, is always looked at: an older decider, or a
 plain writer that rings ``<db>-bell`` by hand, keeps no head file.
 
 A bell is watched for writes, and its directory only for the bells' creation (a bell
@@ -57,6 +61,8 @@ import sys
 import threading
 from collections.abc import Callable
 
+import attrs
+
 from decider.stores.subscription import Written
 
 _IN_MODIFY = 0x00000002
@@ -83,9 +89,29 @@ plain bell."""
 
 HEAD = -1
 """Not a bell: the head file, which holds the highest position a keyed bell was rung for
-(:meth:`Doorbell.rung_head`). Nobody listens to it."""
+(:meth:`Doorbell.rung`). Nobody listens to it."""
 
 _POSITION = struct.Struct("<q")
+_TAIL = struct.Struct("<qqqI")
+"""After the head, its commit's record (:class:`Rung`): the head again (a tail whose head is
+not the file's is another commit's: an older decider writes the head alone), the log's head
+before that commit, its gist's modulo, and the length of its gist's text (UTF-8, after)."""
+
+GIST_IN_HEAD = 1024
+"""The longest gist text (bytes) the head file holds; a commit of a longer one leaves it
+without (a watch then reads the gists in the database)."""
+
+
+@attrs.frozen
+class Rung:
+    """What the head file holds (:meth:`Doorbell.rung`): the highest position a keyed bell was
+    rung for, and, where known, the commit that rang it: the log's head before it (its rows
+    are all those after that up to ``head``), its gist's text and modulo (``Gist.text``)."""
+
+    head: int
+    first: int | None = None
+    modulo: int = 0
+    gist: str = ""
 
 
 def bell_path(path: str, bell: int | None) -> str:
@@ -119,17 +145,26 @@ class Doorbell:
         self._path = path
         self._fds: dict[int | None, int] = {}
         self._reader: int | None = None
-        """The head file, opened to read (:meth:`rung_head`)."""
+        """The head file, opened to read (:meth:`rung`)."""
         self._lock = threading.Lock()
         self._closed = False
 
-    def ring(self, written: Written | None = None, last: int | None = None) -> None:
+    def ring(
+        self,
+        written: Written | None = None,
+        last: int | None = None,
+        first: int | None = None,
+        gist: tuple[int, str] | None = None,
+    ) -> None:
         """Tell the listening processes that the log may have grown by what ``written`` says
         (each event's stream, type and key; ``None``: unknown, every bell) up to position
         ``last``. A keyed bell is rung only after the head file holds at least ``last``
-        (:meth:`rung_head`); without ``last``, the plain bell is rung instead."""
+        (:meth:`rung`); without ``last``, the plain bell is rung instead. ``first``: the log's
+        head before the commit, and ``gist``: its gist's modulo and text, which the head file
+        keeps with ``last`` (a watch that has announced every row up to ``first`` then needs
+        no query)."""
         bells = rung_by(written)
-        if last is None or not self._raise_head(last):
+        if last is None or not self._raise_head(last, _tail(last, first, gist)):
             bells = {None}
         for bell in bells:
             fd = self._fds.get(bell)
@@ -139,9 +174,10 @@ class Doorbell:
                 with contextlib.suppress(OSError):
                     os.pwrite(fd, b"\0", 0)
 
-    def rung_head(self) -> int | None:
-        """The highest position a keyed bell was rung for, by any process (read under a shared
-        ``flock``); ``None`` if unknown."""
+    def rung(self) -> Rung | None:
+        """What the head file holds (read under a shared ``flock``): the highest position a
+        keyed bell was rung for, by any process, with its commit's record where the file
+        keeps it; ``None`` if unknown."""
         fd = self._reader
         if fd is None:
             with contextlib.suppress(OSError):
@@ -151,16 +187,30 @@ class Doorbell:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH)
             try:
-                held = os.pread(fd, _POSITION.size, 0)
+                held = os.pread(fd, _POSITION.size + _TAIL.size + GIST_IN_HEAD, 0)
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
         except OSError:
             return None
-        return _POSITION.unpack(held)[0] if len(held) == _POSITION.size else None
+        if len(held) < _POSITION.size:
+            return None
+        [head] = _POSITION.unpack_from(held)
+        if len(held) < _POSITION.size + _TAIL.size:
+            return Rung(head)
+        again, first, modulo, length = _TAIL.unpack_from(held, _POSITION.size)
+        start = _POSITION.size + _TAIL.size
+        text = held[start : start + length]
+        if again != head or length != len(text):  # an older decider wrote the head alone
+            return Rung(head)
+        try:
+            return Rung(head, first, modulo, text.decode())
+        except UnicodeDecodeError:
+            return Rung(head)
 
-    def _raise_head(self, last: int) -> bool:
+    def _raise_head(self, last: int, tail: bytes = b"") -> bool:
         """Make the head file hold at least ``last`` (the highest position rung, kept under
-        ``flock`` so it never moves back); whether it does."""
+        ``flock`` so it never moves back), followed by ``tail`` where it is ``last``'s; whether
+        it does."""
         fd = self._fds.get(HEAD)
         if fd is None:
             fd = self._open(HEAD, os.O_RDWR)
@@ -171,7 +221,7 @@ class Doorbell:
             try:
                 held = os.pread(fd, _POSITION.size, 0)
                 if len(held) < _POSITION.size or _POSITION.unpack(held)[0] < last:
-                    os.pwrite(fd, _POSITION.pack(last), 0)
+                    os.pwrite(fd, _POSITION.pack(last) + tail, 0)
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
         except OSError:
@@ -196,6 +246,18 @@ class Doorbell:
         for fd in [*fds.values(), *([] if reader is None else [reader])]:
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+
+def _tail(last: int, first: int | None, gist: tuple[int, str] | None) -> bytes:
+    """The head file's record of the commit that rang up to ``last`` (:data:`_TAIL`); none
+    where its gist is unknown or too long."""
+    if first is None or gist is None:
+        return b""
+    modulo, text = gist
+    encoded = text.encode()
+    if not encoded or len(encoded) > GIST_IN_HEAD:
+        return b""
+    return _TAIL.pack(last, first, modulo, len(encoded)) + encoded
 
 
 def _libc() -> ctypes.CDLL | None:

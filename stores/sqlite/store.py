@@ -63,7 +63,14 @@ from decider.stores.sqlite import _snapshots as snapshots
 from decider.stores.sqlite import _sql as sql
 from decider.stores.sqlite import _state as states
 from decider.stores.sqlite._append import IDS_PER_QUERY, append_all, append_one
-from decider.stores.sqlite._watch import BELLS, Doorbell, FileWatch, bell_names, start_watch
+from decider.stores.sqlite._watch import (
+    BELLS,
+    Doorbell,
+    FileWatch,
+    Rung,
+    bell_names,
+    start_watch,
+)
 from decider.stores.subscription import (
     CatchUpSubscription,
     Gist,
@@ -153,10 +160,6 @@ class SqliteEventStore:
         self._watched_head: int | None = None
         self._head_lock = threading.Lock()
         """Guards ``_watched_head``: the watch and this process's commits move it."""
-        self._own_moves = 0
-        """How often this process's own commits moved ``_watched_head`` (:meth:`_own_rows`)."""
-        self._own_moves_heard = 0
-        """``_own_moves`` as the watch last saw it (:meth:`_file_written`)."""
         self._looked_at = -math.inf
         """When the last look began (``time.monotonic()``): a probe within ``probe_interval``
         of it makes none of its own (:meth:`_announced`)."""
@@ -398,22 +401,37 @@ class SqliteEventStore:
 
     def _file_written(self, keyed: bool) -> None:
         """On the watch's thread: some process rang the doorbell: :meth:`_look`. Where only
-        keyed bells rang (``keyed``), each rung after the head file passed its commit's rows,
-        so a head file at most at the watched head says every row rung for was announced
-        (this process's own commits ring the bells it listens to): no look. The head file is
-        read only where one of this process's commits moved the watched head since the watch
-        last woke: else no ring heard can spare a look."""
+        keyed bells rang (``keyed``), each rung after the head file passed its commit's rows
+        (:meth:`Doorbell.rung`), so a head file at most at the watched head says every row
+        rung for was announced (this process's own commits ring the bells it listens to): no
+        look. Where the head file's commit begins at the watched head, its gist there sums up
+        every row up to the head file's (they are that commit's): it is announced so, with
+        no query. A plain bell is always looked at: a writer that rings it by hand (or an
+        older decider) keeps no head file."""
         if keyed and self._bell is not None:
-            with self._head_lock:
-                own = self._own_moves != self._own_moves_heard
-                self._own_moves_heard = self._own_moves
-            if own:
-                rung = self._bell.rung_head()
+            rung = self._bell.rung()
+            if rung is not None:
                 with self._head_lock:
-                    if rung is not None and rung <= (self._watched_head or 0):
-                        return
+                    watched = self._watched_head or 0
+                if rung.head <= watched:
+                    return
+                if rung.first == watched and self._announce(rung):
+                    return
         with contextlib.suppress(StoreError):  # closing, or the file is away: the probe goes on
             self._look()
+
+    def _announce(self, rung: Rung) -> bool:
+        """Wake the subscriptions that may want the rows of the commit ``rung`` records (all
+        those after the watched head up to ``rung.head``), from its gist; whether its gist
+        could be read (else nothing is done: the caller looks)."""
+        gist = Gist.of_text(rung.gist) if rung.gist else None
+        if gist is None:
+            return False
+        count = self._notifier.partition_count()
+        self._notifier.notify_written(gist.summed(count, rung.head, rung.modulo), count)
+        with self._head_lock:  # announced first, as a look does
+            self._watched_head = max(rung.head, self._watched_head or 0)
+        return True
 
     def _look(self) -> int | None:
         """Sum up what was written since the last look and wake the subscriptions that have
@@ -542,6 +560,7 @@ class SqliteEventStore:
         gisted = self._bell is not None and bool(written)
         watched = gisted or (self._watch is not None and written is None)
         before = after = None
+        kept: tuple[int, str] | None = None
         connection, in_use = self._connection()
         with in_use:
             self._check_open()
@@ -554,7 +573,7 @@ class SqliteEventStore:
                     if watched:
                         after = _head_after(connection, before, result, last)
                     if gisted and written and after is not None and after > (before or 0):
-                        self._keep_gist(connection, before or 0, after, written)
+                        kept = self._keep_gist(connection, before or 0, after, written)
                     connection.execute("COMMIT")
                 except BaseException:
                     # Some errors (a full disk) end the transaction themselves.
@@ -569,15 +588,16 @@ class SqliteEventStore:
                 self._own_rows(before, after)
             if self._bell is not None:
                 rung = after if after is not None and after > (before or 0) else None
-                self._bell.ring(written, rung)
+                self._bell.ring(written, rung, before or 0, kept)
         return result
 
     def _keep_gist(
         self, connection: sqlite3.Connection, before: int, after: int, written: Written
-    ) -> None:
+    ) -> tuple[int, str]:
         """Inside the commit's write transaction: keep its gist (what it wrote, in brief) for
         the other processes' watch (:meth:`_file_written`); now and then, forget those too old
-        for any watch to read (one that far behind wakes every subscription instead)."""
+        for any watch to read (one that far behind wakes every subscription instead). The
+        gist's modulo and text (for the head file too, :meth:`Doorbell.ring`)."""
         gist = Gist.of(written)
         # In a group, the partitions of the count this process reads by (its keys modulo it) are
         # what the other processes' subscriptions read by too: a few numbers, not one key per
@@ -594,6 +614,7 @@ class SqliteEventStore:
         self._gists_kept += 1
         if self._gists_kept % _PRUNE_GISTS_EVERY == 0:
             connection.execute(sql.PRUNE_GISTS, (after - _KEEP_GISTS,))
+        return modulo, text
 
     def _own_rows(self, before: int | None, after: int) -> None:
         """This process committed (and announced) the rows after ``before`` up to ``after``:
@@ -602,7 +623,6 @@ class SqliteEventStore:
         with self._head_lock:
             if (self._watched_head or 0) == (before or 0):
                 self._watched_head = after
-                self._own_moves += 1
 
     def _failed(
         self, connection: sqlite3.Connection, in_use: threading.RLock, exc: sqlite3.Error

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import struct
 import subprocess
 import sys
 import threading
@@ -43,7 +44,7 @@ from decider.stores.memory import MemoryEventStore
 from decider.stores.sqlite import SqliteEventStore
 from decider.stores.sqlite import _sql as sql
 from decider.stores.sqlite import store as sqlite_store
-from decider.stores.sqlite._watch import BELLS, Doorbell
+from decider.stores.sqlite._watch import BELLS, GIST_IN_HEAD, HEAD, Doorbell, Rung, bell_path
 from decider.stores.subscription import CatchUpSubscription
 from tests.stores.process_support import ROOT
 
@@ -459,9 +460,32 @@ def test_a_process_s_own_keyed_commits_make_its_watch_look_at_nothing(
             # Each rings bell 13, which this process listens to: the head file says the rows
             # rung for are this process's own, announced already.
             append_mine(number)
-        _append_there(process, "theirs-4 13")  # another process's: looked at, and read
+        # Another process's: announced from the head file's record of it (it begins where
+        # the watch's announcements end), and read.
+        _append_there(process, "theirs-4 13")
         [event] = take(sub, 1, timeout=10)
         assert isinstance(event, RecordedEvent) and event.stream == "theirs-4"
-        assert statements.count(sql.GISTS_SINCE) == 1, "the watch looked at its own commits"
+        assert statements.count(sql.GISTS_SINCE) == 0, "the watch queried"
     finally:
         sub.stop()
+
+
+def test_the_head_file_keeps_the_record_of_the_commit_that_raised_it(tmp_path: Path) -> None:
+    """Doorbell.rung: the head, with the record of the commit that raised it (the log's head
+    before it, its gist); the head alone where an older decider wrote only the head, or where
+    the gist was unknown or too long."""
+    path = str(tmp_path / "events.db")
+    bell = Doorbell(path)
+    try:
+        bell.ring([("s", "T", 3)], 12, 10, (0, '[["T"],[3],0]'))
+        assert bell.rung() == Rung(12, 10, 0, '[["T"],[3],0]')
+        bell.ring([("s", "T", 3)], 11, 10, (0, '[["U"],[3],0]'))  # never moves back
+        assert bell.rung() == Rung(12, 10, 0, '[["T"],[3],0]')
+        bell.ring([("s", "T", 3)], 14, 12, (0, "x" * (GIST_IN_HEAD + 1)))
+        assert bell.rung() == Rung(14)
+        bell.ring([("s", "T", 3)], 15, 14, (4, '[["T"],[3],0]'))
+        with open(bell_path(path, HEAD), "r+b") as head:  # an older decider: the head alone
+            head.write(struct.pack("<q", 16))
+        assert bell.rung() == Rung(16)
+    finally:
+        bell.close()
