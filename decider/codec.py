@@ -530,14 +530,8 @@ class Codec:
         return _json.dumps_plain(doc)
 
     def _decode_metadata(self, data: bytes) -> Metadata:
+        # The common case (text fields only, each a str) is decode_metadata's own, before this.
         doc = self._loads("metadata", data)
-        if doc.keys() <= _TEXT_FIELDS and type(doc.get("message_id")) is str:
-            # The common case (what the processors write): text fields only, each a str.
-            for value in doc.values():
-                if type(value) is not str:
-                    break
-            else:
-                return Metadata(**doc)
         if not isinstance(doc.get("message_id"), str):
             raise DecodeError("metadata", "'message_id' is missing or not a string")
         for key in _OPTIONAL_TEXT:
