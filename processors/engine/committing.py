@@ -43,7 +43,7 @@ import attrs
 from decider import Metadata, event_id
 from decider.codec import describe
 from decider.processors.app import streams
-from decider.processors.app.definition import WorkflowRegistration, by_correlation
+from decider.processors.app.definition import WorkflowRegistration
 from decider.processors.app.errors import ConflictsExhausted
 from decider.processors.app.messages import InputSkipped
 from decider.processors.engine import logs, telemetry
@@ -524,20 +524,18 @@ class Committing(abc.ABC):
         )
         key = None
         if input_for is not False:
-            workflow = partitions.taker(app, type_name) if input_for is True else input_for
-            entry = None if workflow is None else workflow.inputs.get(type_name)
-            if workflow is not None and entry is not None and entry.route is by_correlation:
-                # input_key's answer, with no Metadata made for a route that reads one field
-                key = partitions.instance_key(workflow, correlation_id)
-            elif workflow is not None:
-                routed = Metadata(
+            key = partitions.routed_key(
+                app,
+                type_name,
+                lambda: message,
+                correlation_id,
+                lambda: Metadata(
                     message_id=message_id,
                     correlation_id=correlation_id,
                     causation_id=causation_id if causation_id is not None else cause,
-                )
-                key = partitions.input_key(
-                    app, type_name, lambda: message, routed, workflow=workflow
-                )
+                ),
+                workflow=None if input_for is True else input_for,
+            )
         return NewEvent(new_id, type_name, data, metadata, partition_key=key)
 
     def copied(

@@ -97,8 +97,25 @@ def input_key(
     that lists the type); ``None`` (unknown: every process of a group reads it and routes it
     itself) when several workflows or none take it, or the route fails or gives no id.
     """
+    return routed_key(
+        app, type_name, message, metadata.correlation_id, lambda: metadata, workflow=workflow
+    )
+
+
+def routed_key(
+    app: AppDefinition,
+    type_name: str,
+    message: Callable[[], object],
+    correlation_id: str | None,
+    metadata: Callable[[], Metadata],
+    *,
+    workflow: WorkflowRegistration | None = None,
+) -> int | None:
+    """:func:`input_key` with the metadata made only if the route needs it (``metadata()``):
+    a route :func:`by_correlation` reads ``correlation_id`` alone (a processor writing an
+    input builds no :class:`Metadata` for it)."""
     if workflow is None:
-        workflow = taker(app, type_name)
+        workflow = _taker(app, type_name)
         if workflow is None:
             return None
     entry = workflow.inputs.get(type_name)
@@ -106,22 +123,22 @@ def input_key(
         return None
     try:
         if entry.route is by_correlation:
-            instance_id = metadata.correlation_id
+            instance_id: object = correlation_id
         else:
-            instance_id = entry.route(message(), metadata)
+            instance_id = entry.route(message(), metadata())
     except Exception:  # the workflow processor skips it, with the reason
         return None
-    return instance_key(workflow, instance_id)
+    return _instance_key(workflow, instance_id)
 
 
-def taker(app: AppDefinition, type_name: str) -> WorkflowRegistration | None:
+def _taker(app: AppDefinition, type_name: str) -> WorkflowRegistration | None:
     """The one workflow of ``app`` that takes inputs of type ``type_name``; ``None`` when
     several or none do."""
     takers = [r for r in app.workflows.values() if type_name in r.inputs]
     return takers[0] if len(takers) == 1 else None
 
 
-def instance_key(workflow: WorkflowRegistration, instance_id: object) -> int | None:
+def _instance_key(workflow: WorkflowRegistration, instance_id: object) -> int | None:
     """:func:`stream_key` of ``workflow``'s instance ``instance_id`` (what a route gave);
     ``None`` if it is no instance id (not a non-empty ``str``, or no store holds its stream)."""
     if not isinstance(instance_id, str) or not instance_id:
