@@ -417,7 +417,7 @@ class CatchUpSubscription:
     @property
     def partition_count(self) -> int | None:
         """The count of partitions whose some it reads (``None``: it reads them all)."""
-        held = None if self._filter is None else self._filter.partitions
+        held = self.partitions
         return None if held is None else held.count
 
     def behind(self, written: Summed, count: int) -> bool:

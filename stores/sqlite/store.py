@@ -468,14 +468,8 @@ class SqliteEventStore:
         and, for the rows no gist covers, from the database."""
         summed: Summed = {}
         at = looked
-        gists = [row for row in rows if row[0] is not None]
-        if len(gists) == 1:  # the common look: one commit, one gist (its entries as they are)
-            [(first, last, modulo, text)] = gists
-            gist = Gist.of_text(text) if first == looked and last == head and text else None
-            if gist is not None:
-                return gist.summed(count, last, modulo)
         # Ranges in log order: a later one's position replaces an earlier one's.
-        gists.sort(key=_by_last)
+        gists = sorted((row for row in rows if row[0] is not None), key=_by_last)
         for first, last, modulo, text in gists:
             if last > head:  # (never: a gist is written with its rows)
                 break
