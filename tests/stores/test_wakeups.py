@@ -84,6 +84,30 @@ def _reads_of(
     return reads
 
 
+@attrs.frozen
+class _Probing:
+    """A store that probes every 10 ms, its ``read_all`` calls (:func:`_reads_of`) and a
+    subscription to the ``Wanted`` events: what the probe tests watch."""
+
+    path: Path
+    store: SqliteEventStore
+    reads: list[tuple[int | None, Filter]]
+    sub: CatchUpSubscription
+
+
+@pytest.fixture
+def probing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[_Probing]:
+    path = tmp_path / "events.db"
+    store = SqliteEventStore(path, probe_interval=0.01)
+    reads = _reads_of(store, monkeypatch)
+    sub = store.subscribe(None, Filter(event_types=("Wanted",)))
+    try:
+        yield _Probing(path, store, reads, sub)
+    finally:
+        sub.stop()
+        store.close()
+
+
 def test_a_commit_of_other_events_costs_a_subscription_no_read() -> None:
     store = MemoryEventStore()
     reads: list[int | None] = []
@@ -345,28 +369,21 @@ def test_a_store_forgets_the_gists_no_look_reads_any_more(
 
 
 def test_a_probe_looks_at_rows_no_bell_announced_and_reads_only_what_it_wants(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    probing: _Probing,
 ) -> None:
-    path = tmp_path / "events.db"
-    store = SqliteEventStore(path, probe_interval=0.01)
-    reads = _reads_of(store, monkeypatch)
-    sub = store.subscribe(None, Filter(event_types=("Wanted",)))
-    try:
-        store.append("first", new_events(1, "Unwanted"), NO_STREAM)
-        assert take(sub, 1) == [CaughtUp(position=1)]
-        before = len(reads)
-        for stream, event_type in (("silent-1", "Unwanted"), ("silent-2", "Wanted")):
-            # A writer that rings no bell (plain sqlite3): only a probe finds its rows.
-            _write_silently(path, stream, event_type, None)
-            if event_type == "Unwanted":
-                assert sub.poll(0.3) is None  # about 30 probes
-                assert len(reads) == before, "a probe read rows its subscription does not want"
-        [event] = take(sub, 1, timeout=10)
-        assert isinstance(event, RecordedEvent) and event.stream == "silent-2"
-        assert [after for after, _ in reads[before:]] == [2], "one read, past the unwanted row"
-    finally:
-        sub.stop()
-        store.close()
+    store, reads, sub = probing.store, probing.reads, probing.sub
+    store.append("first", new_events(1, "Unwanted"), NO_STREAM)
+    assert take(sub, 1) == [CaughtUp(position=1)]
+    before = len(reads)
+    for stream, event_type in (("silent-1", "Unwanted"), ("silent-2", "Wanted")):
+        # A writer that rings no bell (plain sqlite3): only a probe finds its rows.
+        _write_silently(probing.path, stream, event_type, None)
+        if event_type == "Unwanted":
+            assert sub.poll(0.3) is None  # about 30 probes
+            assert len(reads) == before, "a probe read rows its subscription does not want"
+    [event] = take(sub, 1, timeout=10)
+    assert isinstance(event, RecordedEvent) and event.stream == "silent-2"
+    assert [after for after, _ in reads[before:]] == [2], "one read, past the unwanted row"
 
 
 def test_the_doorbell_is_beside_the_file_and_an_in_memory_store_has_none(tmp_path: Path) -> None:
@@ -383,32 +400,25 @@ def test_the_doorbell_is_beside_the_file_and_an_in_memory_store_has_none(tmp_pat
 
 
 def test_a_sqlite_probe_rereads_no_row_announced_and_still_finds_a_silent_writer(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    probing: _Probing,
 ) -> None:
-    path = tmp_path / "events.db"
-    store = SqliteEventStore(path, probe_interval=0.01)
-    reads = _reads_of(store, monkeypatch)
-    sub = store.subscribe(None, Filter(event_types=("Wanted",)))
-    try:
-        assert take(sub, 1) == [CaughtUp(position=None)]
-        store.append("other", new_events(3, "Unwanted"), NO_STREAM)
-        before = len(reads)
-        assert sub.poll(0.3) is None  # about 30 probes
-        assert len(reads) == before, "a probe must not read rows this process announced"
-        wanted = new_events(1, "Wanted")  # passed over unread, the rows before it stay so
-        store.append("mine", wanted, NO_STREAM)
-        [mine] = take(sub, 1, timeout=10)
-        assert isinstance(mine, RecordedEvent) and mine.id == wanted[0].id
-        assert [after for after, _ in reads[before:]] == [3], (
-            "the read after the probes starts past the rows passed over"
-        )
-        # A writer that rings no bell (plain sqlite3): only the probe can find its row.
-        _write_silently(path, "silent", "Wanted", None)
-        [event] = take(sub, 1, timeout=10)
-        assert isinstance(event, RecordedEvent) and event.stream == "silent"
-    finally:
-        sub.stop()
-        store.close()
+    store, reads, sub = probing.store, probing.reads, probing.sub
+    assert take(sub, 1) == [CaughtUp(position=None)]
+    store.append("other", new_events(3, "Unwanted"), NO_STREAM)
+    before = len(reads)
+    assert sub.poll(0.3) is None  # about 30 probes
+    assert len(reads) == before, "a probe must not read rows this process announced"
+    wanted = new_events(1, "Wanted")  # passed over unread, the rows before it stay so
+    store.append("mine", wanted, NO_STREAM)
+    [mine] = take(sub, 1, timeout=10)
+    assert isinstance(mine, RecordedEvent) and mine.id == wanted[0].id
+    assert [after for after, _ in reads[before:]] == [3], (
+        "the read after the probes starts past the rows passed over"
+    )
+    # A writer that rings no bell (plain sqlite3): only the probe can find its row.
+    _write_silently(probing.path, "silent", "Wanted", None)
+    [event] = take(sub, 1, timeout=10)
+    assert isinstance(event, RecordedEvent) and event.stream == "silent"
 
 
 def test_a_holder_of_some_partitions_listens_to_their_keyed_bells_only(
