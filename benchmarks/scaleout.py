@@ -179,20 +179,20 @@ class _Services:
             found.append(json.loads(path.read_text()))
         return found
 
-    def delivered(self) -> list[float]:
+    def delivered(self) -> list[float] | str:
         """The events each process's subscriptions delivered to its processors so far
-        (``decider_processor_delivered_total``, summed), or ``[]`` where the metrics are not
-        served."""
+        (``decider_processor_delivered_total``, summed), or why they cannot be known: the
+        metrics are not served, or a scrape failed (its error)."""
         if not METRICS:
-            return []
+            return "no metrics (the 'metrics' extra)"
         found = []
-        for port in self.metrics_ports:
+        for number, port in enumerate(self.metrics_ports):
             url = f"http://127.0.0.1:{port}/metrics"
             try:
-                with urllib.request.urlopen(url, timeout=30) as response:
+                with urllib.request.urlopen(url, timeout=SCRAPE_TIMEOUT) as response:
                     text = response.read().decode()
-            except OSError:
-                return []
+            except OSError as exc:
+                return f"service {number}'s metrics scrape failed: {exc!r}"
             found.append(
                 sum(
                     float(line.rsplit(" ", 1)[1])
@@ -240,6 +240,9 @@ METRICS = all(
 )
 """Whether the services can serve their metrics (the ``metrics`` extra): the events they read
 are counted from them."""
+SCRAPE_TIMEOUT = 60.0
+"""Seconds one scrape of a service's metrics endpoint may take (its samplers read what the
+app's log gained since the last scrape)."""
 THREADS = False
 """Whether each run also splits the services' CPU by thread (``--threads``)."""
 
@@ -398,7 +401,7 @@ def run_once(
                 if kill_one or server_before is None
                 else _backend_cpu(pg_uri, services.application)
             )
-            delivered_after = services.delivered() if not kill_one else []
+            delivered_after = services.delivered() if not kill_one else "the failover run"
             if publisher.wait(timeout=60) != 0:
                 raise RunFailed(f"the publisher exited with {publisher.returncode}")
             stored = len(store.read_stream(ISSUED_STREAM))
@@ -467,15 +470,26 @@ def _server_cpu(
         return {"server_cpu_ms_per_workflow": math.nan}
     used = sum(cpu - before.get(pid, 0.0) for pid, cpu in after.items())
     return {
-        "server_backends": [len(before), len(after), len(set(after) - set(before))],
+        "server_backends": [
+            len(before),
+            len(after),
+            len(set(after) - set(before)),
+            len(set(before) - set(after)),
+        ],
         "server_cpu_ms_per_workflow": 1000 * used / n,
     }
 
 
-def _reads(before: list[float], after: list[float], written: int) -> dict[str, Any]:
-    """The events the services' subscriptions delivered during a run, per event written."""
-    if not before or len(before) != len(after) or not written:
-        return {"events_read_per_written": math.nan}
+def _reads(before: list[float] | str, after: list[float] | str, written: int) -> dict[str, Any]:
+    """The events the services' subscriptions delivered during a run, per event written (with
+    ``reads_unknown``, why not, where that cannot be known)."""
+    why = next((w for w in (before, after) if isinstance(w, str)), None)
+    if why is None and len(before) != len(after):
+        why = "a service's metrics went missing during the run"
+    if why is None and not written:
+        why = "the run wrote no events"
+    if why is not None or isinstance(before, str) or isinstance(after, str):
+        return {"events_read_per_written": math.nan, "reads_unknown": why}
     read = [end - begin for begin, end in zip(before, after, strict=True)]
     return {
         "events_written": written,
@@ -672,8 +686,17 @@ def cost_figures(
     targeted = k == TARGET_PROCESSES
     each = ", ".join(
         f"k={c} {total_cpu(r):.2f} ms ({r['cpu_ms_per_workflow']:.2f} services), "
-        f"{r['events_read_per_written']:.2f} read/written, busiest {r['busiest_share']:.0%}"
-        + (f", {r['server_backends'][2]} new backends" if "server_backends" in r else "")
+        + (
+            f"{r['events_read_per_written']:.2f} read/written"
+            if "reads_unknown" not in r
+            else "read/written unknown"
+        )
+        + f", busiest {r['busiest_share']:.0%}"
+        + (
+            f", backends {r['server_backends'][2]} opened, {r['server_backends'][3]} closed"
+            if "server_backends" in r
+            else ""
+        )
         for c, r in sorted(runs.items())
     )
     server = "" if kind == "sqlite" else " + the server's backends"
@@ -702,7 +725,8 @@ def cost_figures(
         )
     reads, reads_base = run["events_read_per_written"], base["events_read_per_written"]
     if math.isnan(reads) or math.isnan(reads_base):
-        results.append(Pending(keys[1], titles[1], "no metrics (the 'metrics' extra)"))
+        why = run.get("reads_unknown") or base.get("reads_unknown") or "not counted"
+        results.append(Pending(keys[1], titles[1], why))
     else:
         results.append(
             Figure(

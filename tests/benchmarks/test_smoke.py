@@ -368,3 +368,18 @@ def test_redact_hides_passwords_in_both_conninfo_forms() -> None:
     )
     assert pg.redact("host=h password=pw dbname=db") == "host=h password=*** dbname=db"
     assert pg.redact(pg.DEFAULT_URI) == pg.DEFAULT_URI
+
+
+def test_scaleout_says_why_the_events_read_are_not_known() -> None:
+    """A failed scrape is reported as that failure, not as a missing extra or a number."""
+    from benchmarks import scaleout
+
+    assert scaleout._reads([10.0, 20.0], [30.0, 40.0], 20)["events_read_per_written"] == 2.0
+    failed = "service 1's metrics scrape failed: TimeoutError('timed out')"
+    for before, after in (([10.0, 20.0], failed), (failed, [30.0, 40.0])):
+        found = scaleout._reads(before, after, 20)
+        assert math.isnan(found["events_read_per_written"])
+        assert found["reads_unknown"] == failed
+    missing = scaleout._reads([10.0, 20.0], [30.0], 20)
+    assert missing["reads_unknown"] == "a service's metrics went missing during the run"
+    assert scaleout._reads([1.0], [1.0], 0)["reads_unknown"] == "the run wrote no events"
