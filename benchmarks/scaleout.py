@@ -3,8 +3,12 @@
 Each run starts k service processes of the traffic-fine sample (``samples.traffic_fine.app:app``)
 on a fresh store (an SQLite file, or a fresh PostgreSQL schema), waits until they have split
 the partitions evenly, then a separate publisher process appends N police reports (in chunks of
-100) while the services run: the shape users see. Timed: from the publisher's start until every
-fine is issued (the command processor's last effect), counted through a filtered subscription.
+100) while the services run: the shape users see. Timed: from the publisher's first append
+until every fine is issued (the command processor's last effect), counted through a filtered
+subscription; the publisher's own start (a Python process importing the app, a few tenths of a
+second) is left out, as it would count the same fixed time against every k. Each run also says
+when the publisher began and ended its appends: a run whose last fine comes just after the
+publisher's last append was waiting for its inputs.
 
 - **Throughput**: workflows/s with k = 1, 2, 4 processes, and the scaling efficiency
   ``rate(k) / (k x rate(1))``. WARNING: the figure depends on the cores the machine has (each
@@ -331,14 +335,29 @@ def _balanced(store: EventStore, count: int) -> bool:
 
 def _publisher(uri: str, n: int) -> subprocess.Popen[bytes]:
     command = [sys.executable, "-m", "benchmarks.scaleout", "--uri", uri, "--n", str(n)]
-    return subprocess.Popen(command, cwd=_ROOT, env=child_env())
+    return subprocess.Popen(command, cwd=_ROOT, env=child_env(), stdout=subprocess.PIPE)
+
+
+def _published(publisher: subprocess.Popen[bytes], started: float) -> dict[str, Any]:
+    """When the publisher (ended) began and finished appending, from its ``published`` line:
+    seconds after ``started`` (``time.monotonic``, one clock for every process on the
+    machine), so a run can show whether the services waited for their inputs."""
+    assert publisher.stdout is not None
+    for line in publisher.stdout.read().decode().splitlines():
+        if line.startswith("published "):
+            first, last = (float(t) - started for t in line.split()[1:3])
+            return {"publisher_began": first, "publisher_ended": last}
+    return {}
 
 
 def publish(uri: str, n: int) -> None:
-    """The publisher process: N speeding reports to ``police-reports``, in chunks."""
+    """The publisher process: N speeding reports to ``police-reports``, in chunks; at the end
+    it prints ``published FIRST LAST``, the ``time.monotonic()`` before its first append and
+    after its last."""
     from decider.processors.cli.loading import open_uri
 
     store = open_uri(uri)
+    began = time.monotonic()
     try:
         for first in range(0, n, CHUNK):
             reports = [
@@ -349,6 +368,7 @@ def publish(uri: str, n: int) -> None:
                 for index in range(first, min(n, first + CHUNK))
             ]
             app.publish_many(store, reports, REPORTS_STREAM)
+        print(f"published {began} {time.monotonic()}", flush=True)
     finally:
         store.close()
 
@@ -379,7 +399,7 @@ def run_once(
             )
             cpu_before = services.cpu_seconds()
             threads_before = services.threads()
-            start = time.perf_counter()
+            start, started = time.perf_counter(), time.monotonic()
             publisher = _publisher(uri, n)
             issued, failover, deadline = 0, None, start + timeout
             try:
@@ -404,6 +424,9 @@ def run_once(
             delivered_after = services.delivered() if not kill_one else "the failover run"
             if publisher.wait(timeout=60) != 0:
                 raise RunFailed(f"the publisher exited with {publisher.returncode}")
+            published = _published(publisher, started)
+            if published:
+                seconds -= published["publisher_began"]
             stored = len(store.read_stream(ISSUED_STREAM))
             written, _ = _count_after(store, log_start)
         finally:
@@ -421,6 +444,7 @@ def run_once(
         "workflows_per_s": n / seconds,
         "issued_stored": stored,
         "failover": failover,
+        **published,
         **_cpu(cpu_before, cpu_after, n),
         **_threads(threads_before, threads_after, n),
         **_server_cpu(server_before, server_after, n),
@@ -588,6 +612,12 @@ def measure(
                 f"CPU ms/workflow {run['cpu_ms_per_workflow']:.2f}, busiest process "
                 f"{run['busiest_cpu_ms_per_workflow']:.2f}, projected efficiency "
                 f"{run['projected_efficiency']:.2f}"
+                + (
+                    f"; the publisher started in {run['publisher_began']:.2f}s, then appended"
+                    f" for {run['publisher_ended'] - run['publisher_began']:.2f}s"
+                    if "publisher_began" in run
+                    else ""
+                )
             )
             if "threads_us_per_workflow" in run:
                 split = run["threads_us_per_workflow"].items()
