@@ -8,7 +8,8 @@ until every fine is issued (the command processor's last effect), counted throug
 subscription; the publisher's own start (a Python process importing the app, a few tenths of a
 second) is left out, as it would count the same fixed time against every k. Each run also says
 when the publisher began and ended its appends: a run whose last fine comes just after the
-publisher's last append was waiting for its inputs.
+publisher's last append was waiting for its inputs. ``--publishers M`` splits the reports
+between M publisher processes, for a machine whose services outrun one publisher.
 
 - **Throughput**: workflows/s with k = 1, 2, 4 processes, and the scaling efficiency
   ``rate(k) / (k x rate(1))``. WARNING: the figure depends on the cores the machine has (each
@@ -249,6 +250,8 @@ SCRAPE_TIMEOUT = 60.0
 app's log gained since the last scrape)."""
 THREADS = False
 """Whether each run also splits the services' CPU by thread (``--threads``)."""
+PUBLISHERS = 1
+"""Publisher processes per run, each appending its share of the reports (``--publishers``)."""
 
 
 def _named(uri: str, application: str) -> str:
@@ -333,39 +336,53 @@ def _balanced(store: EventStore, count: int) -> bool:
     )
 
 
-def _publisher(uri: str, n: int) -> subprocess.Popen[bytes]:
-    command = [sys.executable, "-m", "benchmarks.scaleout", "--uri", uri, "--n", str(n)]
-    return subprocess.Popen(command, cwd=_ROOT, env=child_env(), stdout=subprocess.PIPE)
+def _publishers(uri: str, n: int) -> list[subprocess.Popen[bytes]]:
+    """:data:`PUBLISHERS` publisher processes, each with its share of the N reports."""
+    found = []
+    for number in range(PUBLISHERS):
+        first, last = n * number // PUBLISHERS, n * (number + 1) // PUBLISHERS
+        command = [sys.executable, "-m", "benchmarks.scaleout", "--uri", uri]
+        command += ["--n", str(last - first), "--first", str(first)]
+        found.append(subprocess.Popen(command, cwd=_ROOT, env=child_env(), stdout=subprocess.PIPE))
+    return found
 
 
-def _published(publisher: subprocess.Popen[bytes], started: float) -> dict[str, Any]:
-    """When the publisher (ended) began and finished appending, from its ``published`` line:
-    seconds after ``started`` (``time.monotonic``, one clock for every process on the
-    machine), so a run can show whether the services waited for their inputs."""
-    assert publisher.stdout is not None
-    for line in publisher.stdout.read().decode().splitlines():
-        if line.startswith("published "):
-            first, last = (float(t) - started for t in line.split()[1:3])
-            return {"publisher_began": first, "publisher_ended": last}
-    return {}
+def _published(publishers: list[subprocess.Popen[bytes]], started: float) -> dict[str, Any]:
+    """When the publishers (ended) began and finished appending, from their ``published``
+    lines: seconds after ``started`` (``time.monotonic``, one clock for every process on the
+    machine), the first begin and the last end, so a run can show whether the services waited
+    for their inputs; ``{}`` if a publisher did not say."""
+    spans = []
+    for publisher in publishers:
+        assert publisher.stdout is not None
+        for line in publisher.stdout.read().decode().splitlines():
+            if line.startswith("published "):
+                spans.append([float(t) - started for t in line.split()[1:3]])
+    if len(spans) != len(publishers):
+        return {}
+    return {
+        "publishers": len(spans),
+        "publisher_began": min(began for began, _ in spans),
+        "publisher_ended": max(ended for _, ended in spans),
+    }
 
 
-def publish(uri: str, n: int) -> None:
-    """The publisher process: N speeding reports to ``police-reports``, in chunks; at the end
-    it prints ``published FIRST LAST``, the ``time.monotonic()`` before its first append and
-    after its last."""
+def publish(uri: str, n: int, first: int = 0) -> None:
+    """A publisher process: N speeding reports to ``police-reports`` (numbered from
+    ``first``), in chunks; at the end it prints ``published BEGAN ENDED``, the
+    ``time.monotonic()`` before its first append and after its last."""
     from decider.processors.cli.loading import open_uri
 
     store = open_uri(uri)
     began = time.monotonic()
     try:
-        for first in range(0, n, CHUNK):
+        for chunk in range(first, first + n, CHUNK):
             reports = [
                 PoliceReportPublished(
                     police_report_id=f"pr_{index:06d}",
                     offense=SpeedingViolation(maximum_speed="50 km/h", measured_speed="72 km/h"),
                 )
-                for index in range(first, min(n, first + CHUNK))
+                for index in range(chunk, min(first + n, chunk + CHUNK))
             ]
             app.publish_many(store, reports, REPORTS_STREAM)
         print(f"published {began} {time.monotonic()}", flush=True)
@@ -388,7 +405,7 @@ def run_once(
         tempfile.TemporaryDirectory(prefix="decider-scaleout-logs-") as logs,
     ):
         services = _Services(uri, count, Path(logs))
-        publisher: subprocess.Popen[bytes] | None = None
+        publishers: list[subprocess.Popen[bytes]] = []
         try:
             _wait(lambda: _balanced(store, count), 60, "the partitions to split", services)
             subscription = store.subscribe(None, _ISSUED)
@@ -400,7 +417,7 @@ def run_once(
             cpu_before = services.cpu_seconds()
             threads_before = services.threads()
             start, started = time.perf_counter(), time.monotonic()
-            publisher = _publisher(uri, n)
+            publishers = _publishers(uri, n)
             issued, failover, deadline = 0, None, start + timeout
             try:
                 while issued < n and time.perf_counter() < deadline:
@@ -422,17 +439,19 @@ def run_once(
                 else _backend_cpu(pg_uri, services.application)
             )
             delivered_after = services.delivered() if not kill_one else "the failover run"
-            if publisher.wait(timeout=60) != 0:
-                raise RunFailed(f"the publisher exited with {publisher.returncode}")
-            published = _published(publisher, started)
+            for publisher in publishers:
+                if publisher.wait(timeout=60) != 0:
+                    raise RunFailed(f"a publisher exited with {publisher.returncode}")
+            published = _published(publishers, started)
             if published:
                 seconds -= published["publisher_began"]
             stored = len(store.read_stream(ISSUED_STREAM))
             written, _ = _count_after(store, log_start)
         finally:
-            if publisher is not None and publisher.poll() is None:
-                publisher.kill()
-                publisher.wait()
+            for publisher in publishers:
+                if publisher.poll() is None:
+                    publisher.kill()
+                    publisher.wait()
             services.stop()
     if issued < n or stored != n:
         raise RunFailed(f"{kind} k={count}: {issued} fines seen, {stored} stored, of {n}")
@@ -613,7 +632,8 @@ def measure(
                 f"{run['busiest_cpu_ms_per_workflow']:.2f}, projected efficiency "
                 f"{run['projected_efficiency']:.2f}"
                 + (
-                    f"; the publisher started in {run['publisher_began']:.2f}s, then appended"
+                    f"; {'the publisher' if run['publishers'] == 1 else 'the publishers'}"
+                    f" started in {run['publisher_began']:.2f}s, then appended"
                     f" for {run['publisher_ended'] - run['publisher_began']:.2f}s"
                     if "publisher_began" in run
                     else ""
@@ -896,6 +916,10 @@ def _main(argv: Sequence[str] | None = None) -> int:
         "--threads", action="store_true", help="also split the services' CPU by thread"
     )
     parser.add_argument(
+        "--publishers", type=int, default=1, help="publisher processes, each its share of N"
+    )
+    parser.add_argument("--first", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument(
         "--independent",
         type=int,
         default=0,
@@ -903,10 +927,10 @@ def _main(argv: Sequence[str] | None = None) -> int:
         help="only the control: K independent one-process groups against one",
     )
     args = parser.parse_args(argv)
-    global THREADS  # noqa: PLW0603 - one flag for the whole run, as METRICS
-    THREADS = args.threads
+    global THREADS, PUBLISHERS  # one setting for the whole run, as METRICS
+    THREADS, PUBLISHERS = args.threads, max(1, args.publishers)
     if args.uri is not None:
-        publish(args.uri, args.n)
+        publish(args.uri, args.n, args.first)
         return 0
     counts = () if args.failover_only else tuple(int(c) for c in args.processes.split(","))
     kinds = [k for k in args.stores.split(",") if k]
