@@ -175,21 +175,26 @@ def _load(store: PostgresEventStore, count: int) -> None:
                 index = re.search(r"INDEX (\S+) ON", definition)
                 assert index is not None
                 connection.execute(f"DROP INDEX {store.schema}.{index[1]}")
-            connection.execute(
-                f"INSERT INTO {events}"
-                " (position, stream, revision, event_id, type, data, metadata, recorded_at,"
-                " partition_key)"
-                " SELECT n, 'wf-' || (n %% %s), n / %s, gen_random_uuid(),"
-                " (ARRAY['Input', 'Sent:Pay', 'Scheduled:Due', 'Decided', 'Published:Out'])"
-                "[1 + n %% 5], '\\x7b7d', '', now(), nullif(n %% %s, 0)"
-                " FROM generate_series(1, %s) AS n",
-                (STREAMS, STREAMS, STREAMS, count),
-            )
+            _insert(connection, events, count)
             for name, definition in constraints:
                 connection.execute(f"ALTER TABLE {events} ADD CONSTRAINT {name} {definition}")
             for definition in indexes:
                 connection.execute(definition)
         connection.execute(f"ANALYZE {events}")
+
+
+def _insert(connection: psycopg.Connection[Any], events: str, count: int) -> None:
+    """``count`` events at positions 1 to ``count`` in ``STREAMS`` streams, of five types."""
+    connection.execute(
+        f"INSERT INTO {events}"
+        " (position, stream, revision, event_id, type, data, metadata, recorded_at,"
+        " partition_key)"
+        " SELECT n, 'wf-' || (n %% %s), n / %s, gen_random_uuid(),"
+        " (ARRAY['Input', 'Sent:Pay', 'Scheduled:Due', 'Decided', 'Published:Out'])"
+        "[1 + n %% 5], '\\x7b7d', '', now(), nullif(n %% %s, 0)"
+        " FROM generate_series(1, %s) AS n",
+        (STREAMS, STREAMS, STREAMS, count),
+    )
 
 
 def _merged(store: PostgresEventStore, head: int) -> list[str]:
@@ -222,3 +227,40 @@ def test_no_hot_statement_scans_the_events_table() -> None:
         # The store still works on the loaded table (its positions are all above the load's).
         result = store.append("wf-7", new_events(1), ANY)
         assert store.read_all(EVENTS, 10)[-1].position == result.position
+
+
+def _sorted_reads(store: PostgresEventStore, head: int) -> list[str]:
+    """The log reads whose plans, under the store's session settings, collect rows and sort
+    them rather than walk an index in position order and stop at the limit."""
+    found = []
+    with psycopg.connect(PG_URI, autocommit=True, prepare_threshold=None) as connection:
+        connection.execute(store._session)
+        for name, case in _cases(store, head).items():
+            if not name.startswith("read_all"):
+                continue
+            for mode, plan in _plans(connection, case):
+                kinds = {n["Node Type"] for n in _nodes(plan)}
+                if kinds & {"Sort", "Incremental Sort", "Bitmap Heap Scan"}:
+                    found.append(f"{name} ({mode} plan): {sorted(kinds)}")
+    return found
+
+
+def test_log_reads_walk_in_order_on_a_table_never_analyzed() -> None:
+    """A new schema's first burst: the table grows before autovacuum first analyzes it, so the
+    planner thinks few rows pass a read's filter and would collect all the rows after the
+    position in a bitmap and sort them; each page would cost the reader's whole backlog."""
+    rows = 100_000
+    with fresh_store() as store:
+        events = sql.Identifier(store.schema).as_string(None) + ".events"
+        with psycopg.connect(PG_URI, autocommit=True) as connection:
+            connection.execute(f"ALTER TABLE {events} SET (autovacuum_enabled = false)")
+            _insert(connection, events, rows)
+            [(analyzed,)] = connection.execute(
+                "SELECT last_analyze IS NULL AND last_autoanalyze IS NULL"
+                " FROM pg_stat_user_tables WHERE relid = %s::regclass",
+                (events,),
+            )
+            assert analyzed, "the table was analyzed: the test would not show the plan"
+        assert _sorted_reads(store, head=rows) == []
+        store.append("wf-7", new_events(1), ANY)
+        assert store.read_all(rows - 10, 20)[-1].stream == "wf-7"
