@@ -27,11 +27,12 @@ retries, inputs) are recorded by :mod:`decider.processors.engine.telemetry`.
 The app-wide gauges (``decider.instances``, ``decider.instances.stuck``,
 ``decider.commands.parked``, ``decider.inputs.skipped``) read the app as a whole, not the
 process's own work. In a partition group only the process that holds partition
-:data:`APP_WIDE_PARTITION` reads and exports them (:func:`reads_app_wide`); the others export
-none of them. A process that takes that partition over starts their reading from the log's
-start; one that lets it go drops what it read. The per-processor values stay per process: a
-processor's lag reads its own :attr:`~decider.processors.engine.base.Processor.reading` (in a
-group, of the partitions it holds), and is 0 where it holds none.
+:data:`APP_WIDE_PARTITION` reads and exports them (:func:`app_wide_duty`); the others export
+none of them. A process that takes that partition's lease (again) reads them from the log's
+start; one that lets it go drops what it read (at its next sample). The per-processor values
+stay per process: a processor's lag reads its own
+:attr:`~decider.processors.engine.base.Processor.reading` (in a group, of the partitions it
+holds), and is 0 where it holds none.
 
 :func:`endpoint` serves all of them for Prometheus to scrape; it needs the ``metrics`` extra
 (the OpenTelemetry SDK, its Prometheus exporter and ``prometheus_client``).
@@ -200,18 +201,25 @@ class LedgerCounts:
                 self._skipped.pop(skip_id, None)
 
 
-def reads_app_wide(service: Watched) -> bool:
-    """Whether ``service`` reads and exports the app-wide gauges now: without a group always,
-    in a group while it holds partition :data:`APP_WIDE_PARTITION` (so one process of the group
-    at a time, but for a moment around a handoff: none, or the old and the new holder)."""
+def app_wide_duty(service: Watched) -> int | None:
+    """Whether ``service`` reads and exports the app-wide gauges now (``None``: it does not),
+    as a value that changes whenever the duty comes to it again: without a group it always
+    does (-1); in a group while it holds partition :data:`APP_WIDE_PARTITION`, the epoch of
+    that lease. So one process of a group at a time, but for a moment around a handoff
+    (none, or the old and the new holder)."""
     group = service.group
-    return group is None or APP_WIDE_PARTITION in group.partitions()
+    if group is None:
+        return -1
+    lease = group.partitions().get(APP_WIDE_PARTITION)
+    return None if lease is None else lease.epoch
 
 
 class _AppWide:
-    """The app-wide readings of one service, each from the log's start, then what is new."""
+    """The app-wide readings of one service under one :func:`app_wide_duty`, each from the
+    log's start, then what is new."""
 
-    def __init__(self, service: Watched) -> None:
+    def __init__(self, service: Watched, duty: int) -> None:
+        self.duty = duty
         self.instances = InstanceCounts(service.store, service.app)
         self.stuck = StuckWatcher(service.store, service.app)
         self.ledgers = LedgerCounts(service.store, service.app)
@@ -241,15 +249,15 @@ class _Sampler:
 
     def __init__(self) -> None:
         self.app_wide: _AppWide | None = None
-        """The app-wide readings, while the service reads them (:func:`reads_app_wide`)."""
+        """The app-wide readings, while the service reads them (:func:`app_wide_duty`)."""
         self.lags: dict[str, tuple[float, int]] = {}
         self._taken = -SAMPLE_EVERY
         self._lock = threading.Lock()
 
     def sample(self, service: Watched) -> _Sampler:
         with self._lock:
-            if not reads_app_wide(service):
-                self.app_wide = None  # the duty moved on: another process reads them now
+            if self.app_wide is not None and self.app_wide.duty != app_wide_duty(service):
+                self.app_wide = None  # the duty moved: what was read goes with it
             if time.monotonic() - self._taken >= SAMPLE_EVERY:
                 self._take(service)
                 self._taken = time.monotonic()
@@ -267,9 +275,10 @@ class _Sampler:
                 self.lags[processor.name] = _lag(processor, service.store, now)
             except Exception as exc:  # a store outage: the sample is skipped, not the scrape
                 _LOG.debug("no lag sample of %s: %r", processor.name, exc)
-        if reads_app_wide(service):
+        duty = app_wide_duty(service)
+        if duty is not None:
             if self.app_wide is None:
-                self.app_wide = _AppWide(service)
+                self.app_wide = _AppWide(service, duty)  # from the log's start
             self.app_wide.take()
 
 
