@@ -1,7 +1,8 @@
 """The app-wide gauges of a partition group (``decider run --partitions auto``): only the
 process holding partition 0 exports the instance counts and the parked and skipped gauges, and
 they count the whole app; when partition 0 moves (a SIGKILL, a graceful stop), its new holder
-reads them from the log's start. Each process exports its own processors' lag."""
+reads them from the log's start. Each process exports its own processors' lag. In one process:
+the duty follows partition 0's lease, a new epoch on each move."""
 
 from __future__ import annotations
 
@@ -13,13 +14,17 @@ from typing import Any
 
 import pytest
 
-from decider.processors import status
+from decider.processors import Service, status
+from decider.processors.group.membership import PartitionGroup
+from decider.processors.service.metrics import app_wide_duty
+from decider.stores.memory import MemoryEventStore
 from decider.stores.protocol import EventStore
 from decider.stores.uri import open_store
-from samples.traffic_fine.app import REPORTS_STREAM
+from samples.traffic_fine.app import REPORTS_STREAM, make_app
 from samples.traffic_fine.demo import reports
 from tests.service.test_svc_telemetry import scrape
 from tests.support.apps import fines_app
+from tests.support.partitions import member, pause_heartbeat
 from tests.support.scaleout import held_by
 from tests.support.service import ServiceProcess, completed, service_env
 from tests.support.waiting import wait_until
@@ -163,3 +168,25 @@ def test_one_process_of_a_group_exports_the_app_wide_gauges_and_a_new_holder_tak
         "the restarted process exporting the store's counts",
     )
     assert first.terminate() == 0
+
+
+def test_the_duty_follows_partition_0_s_lease_and_leaves_a_member_whose_lease_expired() -> None:
+    store = MemoryEventStore()
+    app = make_app("duty")
+    assert app_wide_duty(Service(app, store)) == -1  # without a group: always
+    first = PartitionGroup(store, app, owner="first", ttl=1)
+    second = PartitionGroup(store, app, owner="second", ttl=1)
+    with (
+        member(Service(app, store, group=first)) as one,
+        member(Service(app, store, group=second)) as two,
+    ):
+        wait_until(lambda: len(first.partitions()) == len(second.partitions()) == 8, 10)
+        held = app_wide_duty(one)
+        assert held == first.partitions()[0].epoch
+        assert app_wide_duty(two) is None
+        # As in a paused process: the first's leases pass their deadline, the second takes
+        # partition 0 under a new epoch (so it reads the gauges anew).
+        pause_heartbeat(first)
+        wait_until(lambda: app_wide_duty(two) is not None, 10, "the second taking partition 0")
+        assert app_wide_duty(one) is None
+        assert app_wide_duty(two) != held
