@@ -24,6 +24,16 @@ running instances without an event for longer than the workflow's ``progress_wit
 :mod:`decider.processors.operate.stuck`). The per-event instruments (handler and commit latency,
 retries, inputs) are recorded by :mod:`decider.processors.engine.telemetry`.
 
+The app-wide gauges (``decider.instances``, ``decider.instances.stuck``,
+``decider.commands.parked``, ``decider.inputs.skipped``) read the app as a whole, not the
+process's own work. In a partition group only the process that holds partition
+:data:`APP_WIDE_PARTITION` reads and exports them (:func:`app_wide_duty`); the others export
+none of them. A process that takes that partition's lease (again) reads them from the log's
+start; one that lets it go drops what it read (at its next sample). The per-processor values
+stay per process: a processor's lag reads its own
+:attr:`~decider.processors.engine.base.Processor.reading` (in a group, of the partitions it
+holds), and is 0 where it holds none.
+
 :func:`endpoint` serves all of them for Prometheus to scrape; it needs the ``metrics`` extra
 (the OpenTelemetry SDK, its Prometheus exporter and ``prometheus_client``).
 """
@@ -48,6 +58,7 @@ from decider.codec import LIFECYCLE_TYPES
 from decider.processors.app import streams
 from decider.processors.app.messages import CommandParked, InputSkipped, ParkedCommandRetried
 from decider.processors.engine.telemetry import SCOPE
+from decider.processors.group.membership import PartitionGroup
 from decider.processors.operate.listing import lifecycle_of_type
 from decider.processors.operate.skipped import InputRedriven
 from decider.processors.operate.stuck import StuckWatcher
@@ -78,6 +89,10 @@ class Watched(Protocol):
     def running(self) -> bool:
         """Whether the service runs now."""
 
+    @property
+    def group(self) -> PartitionGroup | None:
+        """The partition group the service shares the app's work with (``None``: none)."""
+
 
 LAG_PAGE = 1000
 """How many pending inputs of a processor a lag sample reads at most."""
@@ -91,6 +106,9 @@ COUNTERS = ("handled", "carried_out", "fired", "parked", "skipped", "conflicts",
 GAUGES = ("in_flight", "backing_off")
 """The processors' current values exported as ``decider.processor.<name>`` (the command
 pool's calls running, and commands waiting to retry)."""
+
+APP_WIDE_PARTITION = 0
+"""In a partition group, the partition whose holder reads and exports the app-wide gauges."""
 
 _PAGE = 1000
 _LOG = logging.getLogger(__name__)
@@ -183,35 +201,36 @@ class LedgerCounts:
                 self._skipped.pop(skip_id, None)
 
 
-class _Sampler:
-    """One service's sampled values, computed at most once per :data:`SAMPLE_EVERY`."""
+def app_wide_duty(service: Watched) -> int | None:
+    """Whether ``service`` reads and exports the app-wide gauges now (``None``: it does not),
+    as a value that changes whenever the duty comes to it again: without a group it always
+    does (-1); in a group while it holds partition :data:`APP_WIDE_PARTITION`, the epoch of
+    that lease. So one process of a group at a time, but for a moment around a handoff
+    (none, or the old and the new holder)."""
+    group = service.group
+    if group is None:
+        return -1
+    lease = group.partitions().get(APP_WIDE_PARTITION)
+    return None if lease is None else lease.epoch
 
-    def __init__(self, service: Watched) -> None:
+
+class _AppWide:
+    """The app-wide readings of one service under one :func:`app_wide_duty`, each from the
+    log's start, then what is new."""
+
+    def __init__(self, service: Watched, duty: int) -> None:
+        self.duty = duty
         self.instances = InstanceCounts(service.store, service.app)
         self.stuck = StuckWatcher(service.store, service.app)
         self.ledgers = LedgerCounts(service.store, service.app)
-        self.parked_now = 0
-        self.skipped_now: Counter[str] = Counter()
-        self.lags: dict[str, tuple[float, int]] = {}
-        self.instance_counts: Counter[tuple[str, Lifecycle]] = Counter()
-        self.stuck_counts: Counter[str] = Counter()
-        self._taken = -SAMPLE_EVERY
-        self._lock = threading.Lock()
+        self.instance_counts: Counter[tuple[str, Lifecycle]] | None = None
+        self.stuck_counts: Counter[str] | None = None
+        self.parked_now: int | None = None
+        self.skipped_now: Counter[str] | None = None
+        """Each ``None`` until read whole (a store outage may end the first reading part way:
+        nothing is exported then, not a partial count)."""
 
-    def sample(self, service: Watched) -> _Sampler:
-        with self._lock:
-            if time.monotonic() - self._taken >= SAMPLE_EVERY:
-                self._take(service)
-                self._taken = time.monotonic()
-        return self
-
-    def _take(self, service: Watched) -> None:
-        now = datetime.now(UTC)
-        for processor in list(service.processors):
-            try:
-                self.lags[processor.name] = _lag(processor, service.store, now)
-            except Exception as exc:  # a store outage: the sample is skipped, not the scrape
-                _LOG.debug("no lag sample of %s: %r", processor.name, exc)
+    def take(self) -> None:
         try:
             self.instance_counts = Counter(self.instances.update())
             if self.stuck.active:
@@ -223,6 +242,44 @@ class _Sampler:
             self.parked_now, self.skipped_now = self.ledgers.update()
         except Exception as exc:
             _LOG.debug("no parked or skipped sample: %r", exc)
+
+
+class _Sampler:
+    """One service's sampled values, computed at most once per :data:`SAMPLE_EVERY`."""
+
+    def __init__(self) -> None:
+        self.app_wide: _AppWide | None = None
+        """The app-wide readings, while the service reads them (:func:`app_wide_duty`)."""
+        self.lags: dict[str, tuple[float, int]] = {}
+        self._taken = -SAMPLE_EVERY
+        self._lock = threading.Lock()
+
+    def sample(self, service: Watched) -> _Sampler:
+        with self._lock:
+            if self.app_wide is not None and self.app_wide.duty != app_wide_duty(service):
+                self.app_wide = None  # the duty moved: what was read goes with it
+            if time.monotonic() - self._taken >= SAMPLE_EVERY:
+                self._take(service)
+                self._taken = time.monotonic()
+        return self
+
+    def _take(self, service: Watched) -> None:
+        now = datetime.now(UTC)
+        for processor in list(service.processors):
+            if not processor.holds_work():
+                # In a group without a partition of this processor: nothing to do here (and
+                # its reading, before its first subscription, would be the whole app's).
+                self.lags[processor.name] = (0.0, 0)
+                continue
+            try:
+                self.lags[processor.name] = _lag(processor, service.store, now)
+            except Exception as exc:  # a store outage: the sample is skipped, not the scrape
+                _LOG.debug("no lag sample of %s: %r", processor.name, exc)
+        duty = app_wide_duty(service)
+        if duty is not None:
+            if self.app_wide is None:
+                self.app_wide = _AppWide(service, duty)  # from the log's start
+            self.app_wide.take()
 
 
 def _lag(processor: Processor, store: EventStore, now: datetime) -> tuple[float, int]:
@@ -245,13 +302,18 @@ def watch(service: Watched) -> None:
     """Export ``service``'s sampled metrics while it runs (called by ``Service.start``)."""
     with _SERVICES_LOCK:
         if service not in _SERVICES:
-            _SERVICES[service] = _Sampler(service)
+            _SERVICES[service] = _Sampler()
 
 
 def _samples() -> list[tuple[Watched, _Sampler]]:
     with _SERVICES_LOCK:
         watched = list(_SERVICES.items())
     return [(service, sampler.sample(service)) for service, sampler in watched if service.running]
+
+
+def _app_wide() -> list[tuple[Watched, _AppWide]]:
+    """The app-wide readings of the services that read them now."""
+    return [(s, sampler.app_wide) for s, sampler in _samples() if sampler.app_wide is not None]
 
 
 # -- the observable instruments --------------------------------------------------------------
@@ -312,32 +374,37 @@ def _cache_ratio(options: CallbackOptions) -> Iterable[Observation]:
 
 
 def _instances(options: CallbackOptions) -> Iterable[Observation]:
-    for _, sampler in _samples():
-        for (workflow, status), count in sampler.instance_counts.items():
+    for _, readings in _app_wide():
+        for (workflow, status), count in (readings.instance_counts or {}).items():
             yield Observation(count, {"decider.workflow": workflow, "decider.status": status.value})
 
 
 def _parked_now(options: CallbackOptions) -> Iterable[Observation]:
-    for service, sampler in _samples():
-        yield Observation(sampler.parked_now, {"decider.app": service.app.name})
+    for service, readings in _app_wide():
+        if readings.parked_now is not None:
+            yield Observation(readings.parked_now, {"decider.app": service.app.name})
 
 
 def _skipped_now(options: CallbackOptions) -> Iterable[Observation]:
-    for service, sampler in _samples():
-        names = {p.name for p in service.processors} | set(sampler.skipped_now)
+    for service, readings in _app_wide():
+        skipped = readings.skipped_now
+        if skipped is None:
+            continue
+        names = {p.name for p in service.processors} | set(skipped)
         for name in sorted(names):
             labels = {"decider.app": service.app.name, "decider.processor": name}
-            yield Observation(sampler.skipped_now[name], labels)
+            yield Observation(skipped[name], labels)
 
 
 def _stuck(options: CallbackOptions) -> Iterable[Observation]:
-    for service, sampler in _samples():
-        if not sampler.stuck.active:
+    for service, readings in _app_wide():
+        stuck = readings.stuck_counts
+        if stuck is None:
             continue
         for registration in service.app.workflows.values():
             if registration.progress_within is not None:
                 name = registration.workflow.name
-                yield Observation(sampler.stuck_counts[name], {"decider.workflow": name})
+                yield Observation(stuck[name], {"decider.workflow": name})
 
 
 _METER = metrics.get_meter(SCOPE)
