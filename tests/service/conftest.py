@@ -1,4 +1,5 @@
-"""Fixtures of the service tests: a store that another process can open, on each kind."""
+"""Fixtures of the service tests: a store that another process can open (on each kind, or an
+SQLite file), and the service processes a test starts."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from decider.stores.protocol import EventStore
 from decider.stores.uri import open_store
 from tests.support.postgres import PG_URI, fresh_schema
+from tests.support.service import ServiceProcess
 
 
 @pytest.fixture(params=["sqlite", "postgres", "esdb"])
@@ -38,3 +40,25 @@ def store(uri: str) -> Iterator[EventStore]:
         yield opened
     finally:
         opened.close()
+
+
+@pytest.fixture
+def sqlite_store(tmp_path: Path) -> Iterator[tuple[str, EventStore]]:
+    """An SQLite file's URI, for the service processes to open, and this process's store on it."""
+    uri = f"sqlite:///{tmp_path / 'events.db'}"
+    opened = open_store(uri)
+    try:
+        yield uri, opened
+    finally:
+        opened.close()
+
+
+@pytest.fixture
+def processes() -> Iterator[list[ServiceProcess]]:
+    """The service processes a test starts (it appends them), ended after the test."""
+    started: list[ServiceProcess] = []
+    try:
+        yield started
+    finally:
+        for process in started:
+            process.cleanup()

@@ -8,18 +8,14 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from decider.processors import Service, status
 from decider.processors.group.membership import PartitionGroup
 from decider.processors.service.metrics import app_wide_duty
 from decider.stores.memory import MemoryEventStore
 from decider.stores.protocol import EventStore
-from decider.stores.uri import open_store
 from samples.traffic_fine.app import REPORTS_STREAM, make_app
 from samples.traffic_fine.demo import reports
 from tests.service.test_svc_telemetry import scrape
@@ -34,26 +30,6 @@ TTL = 2.0
 OPTIONS = ("--partitions", "auto", "--lease-ttl", str(TTL), "--metrics-port", "0")
 PARTITIONS = fines_app.partitions
 APP_WIDE = ("decider_instances", "decider_commands_parked", "decider_inputs_skipped")
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[tuple[str, EventStore]]:
-    uri = f"sqlite:///{tmp_path / 'events.db'}"
-    opened = open_store(uri)
-    try:
-        yield uri, opened
-    finally:
-        opened.close()
-
-
-@pytest.fixture
-def processes() -> Iterator[list[ServiceProcess]]:
-    started: list[ServiceProcess] = []
-    try:
-        yield started
-    finally:
-        for process in started:
-            process.cleanup()
 
 
 def port(process: ServiceProcess) -> int:
@@ -109,9 +85,9 @@ def exports_none_of_them(process: ServiceProcess) -> None:
 
 
 def test_one_process_of_a_group_exports_the_app_wide_gauges_and_a_new_holder_takes_over(
-    store: tuple[str, EventStore], processes: list[ServiceProcess], tmp_path: Path
+    sqlite_store: tuple[str, EventStore], processes: list[ServiceProcess], tmp_path: Path
 ) -> None:
-    uri, events = store
+    uri, events = sqlite_store
     env = service_env(tmp_path / "effects.db")
     first, second = (
         ServiceProcess(APP, uri, tmp_path / f"service{n}.log", env, options=OPTIONS) for n in (1, 2)

@@ -6,18 +6,15 @@ from __future__ import annotations
 import json
 import re
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client.parser import text_string_to_metric_families
 
 from decider.stores.protocol import EventStore
-from decider.stores.uri import open_store
 from samples.traffic_fine.messages import PoliceReportPublished, SpeedingViolation
 from tests.support.service import ServiceProcess, completed, service_env
 from tests.support.traced_app import HOLD_ENV, REPORTS, app
@@ -30,26 +27,6 @@ REPORT = PoliceReportPublished(
     police_report_id="PR-7",
     offense=SpeedingViolation(maximum_speed="50", measured_speed="90"),
 )
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[tuple[str, EventStore]]:
-    uri = f"sqlite:///{tmp_path / 'events.db'}"
-    opened = open_store(uri)
-    try:
-        yield uri, opened
-    finally:
-        opened.close()
-
-
-@pytest.fixture
-def processes() -> Iterator[list[ServiceProcess]]:
-    started: list[ServiceProcess] = []
-    try:
-        yield started
-    finally:
-        for process in started:
-            process.cleanup()
 
 
 def spawn(
@@ -72,9 +49,9 @@ def has_span(path: Path, name: str, **attributes: Any) -> bool:
 
 
 def test_one_trace_from_publish_to_completed_across_two_service_processes(
-    store: tuple[str, EventStore], processes: list[ServiceProcess], tmp_path: Path
+    sqlite_store: tuple[str, EventStore], processes: list[ServiceProcess], tmp_path: Path
 ) -> None:
-    uri, events = store
+    uri, events = sqlite_store
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
@@ -151,9 +128,9 @@ def value(samples: dict[str, list[Any]], family: str, sample: str, **labels: str
 
 
 def test_the_metrics_endpoint_shows_lag_and_handler_latency_during_a_run(
-    store: tuple[str, EventStore], processes: list[ServiceProcess], tmp_path: Path
+    sqlite_store: tuple[str, EventStore], processes: list[ServiceProcess], tmp_path: Path
 ) -> None:
-    uri, events = store
+    uri, events = sqlite_store
     app.publish(events, REPORT, REPORTS)
     running = spawn(processes, "metrics", uri, tmp_path, "--metrics-port", "0", **{HOLD_ENV: "1"})
     running.start()
