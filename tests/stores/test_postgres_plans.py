@@ -4,11 +4,13 @@ A statement psycopg has run five times is prepared on the server, and PostgreSQL
 a *generic* plan, chosen without the parameters' values, for as long as the connection lives:
 a plan chosen while the table was tiny can be a full scan that is still used at a million rows
 (an end-to-end run showed 725 such scans on a 32k-row table: the old ``find_many`` join). So
-each statement is explained with generic and custom plans, right after the schema is created
-and again on 1M events (built with ``generate_series``, indexes rebuilt after the load, then
-``ANALYZE``), and no plan may scan the events table sequentially. A partitioned read walks the
-primary key from its position like any other filter, unless it holds a minority of the
-partitions: then it merges one range per partition of the partition index (checked below).
+each statement is explained with generic and custom plans, under the store's session settings,
+right after the schema is created and again on 1M events (built with ``generate_series``,
+indexes rebuilt after the load, then ``ANALYZE``), and no plan may scan the events table
+sequentially. A partitioned read walks the primary key from its position like any other
+filter, unless it holds a minority of the partitions: then it merges one range per partition of
+the partition index (checked below). And on a table never analyzed, no log read may gather its
+rows in a bitmap and sort them.
 """
 
 from __future__ import annotations
@@ -137,6 +139,7 @@ def _plans(connection: psycopg.Connection[Any], case: Case) -> Iterator[tuple[st
 def _full_scans(store: PostgresEventStore, head: int) -> list[str]:
     found = []
     with psycopg.connect(PG_URI, autocommit=True, prepare_threshold=None) as connection:
+        connection.execute(store._session)  # planned as the store's own sessions plan them
         for name, case in _cases(store, head).items():
             for mode, plan in _plans(connection, case):
                 scans = [
@@ -202,6 +205,7 @@ def _merged(store: PostgresEventStore, head: int) -> list[str]:
     (and one of the rows of unknown key)."""
     wrong = []
     with psycopg.connect(PG_URI, autocommit=True, prepare_threshold=None) as connection:
+        connection.execute(store._session)
         for name, case in _cases(store, head).items():
             if "partitions" not in name:
                 continue
