@@ -256,14 +256,17 @@ class _Sampler:
 
     def sample(self, service: Watched) -> _Sampler:
         with self._lock:
-            if self.app_wide is not None and self.app_wide.duty != app_wide_duty(service):
+            duty = app_wide_duty(service)
+            if self.app_wide is not None and self.app_wide.duty != duty:
                 self.app_wide = None  # the duty moved: what was read goes with it
             if time.monotonic() - self._taken >= SAMPLE_EVERY:
-                self._take(service)
+                self._take(service, duty)
                 self._taken = time.monotonic()
         return self
 
-    def _take(self, service: Watched) -> None:
+    def _take(self, service: Watched, duty: int | None) -> None:
+        """Sample ``service``'s lags, and its app-wide gauges while it has the ``duty``
+        (:func:`app_wide_duty`)."""
         now = datetime.now(UTC)
         for processor in list(service.processors):
             if not processor.holds_work():
@@ -275,7 +278,6 @@ class _Sampler:
                 self.lags[processor.name] = _lag(processor, service.store, now)
             except Exception as exc:  # a store outage: the sample is skipped, not the scrape
                 _LOG.debug("no lag sample of %s: %r", processor.name, exc)
-        duty = app_wide_duty(service)
         if duty is not None:
             if self.app_wide is None:
                 self.app_wide = _AppWide(service, duty)  # from the log's start
