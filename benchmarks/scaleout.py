@@ -526,19 +526,20 @@ def _server_cpu(
 def _reads(before: list[float] | str, after: list[float] | str, written: int) -> dict[str, Any]:
     """The events the services' subscriptions delivered during a run, per event written (with
     ``reads_unknown``, why not, where that cannot be known)."""
-    why = next((w for w in (before, after) if isinstance(w, str)), None)
-    if why is None and len(before) != len(after):
+    if isinstance(before, str) or isinstance(after, str):
+        why = before if isinstance(before, str) else after
+    elif len(before) != len(after):
         why = "a service's metrics went missing during the run"
-    if why is None and not written:
+    elif not written:
         why = "the run wrote no events"
-    if why is not None or isinstance(before, str) or isinstance(after, str):
-        return {"events_read_per_written": math.nan, "reads_unknown": why}
-    read = [end - begin for begin, end in zip(before, after, strict=True)]
-    return {
-        "events_written": written,
-        "process_events_read": read,
-        "events_read_per_written": sum(read) / written,
-    }
+    else:
+        read = [end - begin for begin, end in zip(before, after, strict=True)]
+        return {
+            "events_written": written,
+            "process_events_read": read,
+            "events_read_per_written": sum(read) / written,
+        }
+    return {"events_read_per_written": math.nan, "reads_unknown": why}
 
 
 def _failover(store: EventStore, services: _Services, deadline: float) -> dict[str, Any]:
