@@ -58,6 +58,7 @@ import math
 import os
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -599,72 +600,81 @@ def measure(
     timeout: float,
     pg_uri: str | None,
     progress: Callable[[str], None] | None = None,
+    rounds: int = 1,
 ) -> list[Result]:
     """Figure 9: workflows/s and efficiency per store and process count; failover time.
 
     ``sizes`` maps a store kind to the process counts to run (the first is the baseline; none:
-    the failover run only).
+    the failover run only). With ``rounds`` > 1 every count runs once per round, in turns
+    (ascending, then descending), and each figure is the median over the rounds of what it is
+    in one round: a ratio against k = 1 is taken within a round, of runs minutes apart.
     """
     say = progress or (lambda _: None)
     results: list[Result] = []
     cores = os.cpu_count() or 1
     for kind, counts in sizes.items():
-        base: dict[str, Any] | None = None
-        runs: dict[int, dict[str, Any]] = {}
+        rounds_run: list[dict[int, dict[str, Any]]] = []
+        failed: dict[int, str] = {}
+        for number in range(rounds if counts else 0):
+            # Alternate the order, so that a drift of the machine during the rounds (another
+            # load starting, the page cache warming) does not always favour the same k.
+            order = counts if number % 2 == 0 else tuple(reversed(counts))
+            runs: dict[int, dict[str, Any]] = {}
+            for count in order:
+                try:
+                    runs[count] = run_once(kind, count, n, timeout, pg_uri)
+                except RunFailed as exc:
+                    say(f"  {kind} k={count}: FAILED {exc}")
+                    failed.setdefault(count, str(exc))
+            if counts[0] in runs:
+                base = runs[counts[0]]
+                for count in counts:
+                    if count in runs:
+                        _say_run(say, kind, count, runs[count], base, number, rounds)
+            rounds_run.append(runs)
         for count in counts:
             key = f"scaleout_{kind}_{count}"
             title = f"9. {kind}: {count} process{'es' if count > 1 else ''}, N={n:,}"
-            try:
-                run = run_once(kind, count, n, timeout, pg_uri)
-            except RunFailed as exc:
-                say(f"  {kind} k={count}: FAILED {exc}")
-                results.append(Pending(key, title, f"failed: {exc}"))
+            paired = [r for r in rounds_run if count in r and counts[0] in r]
+            if not paired:
+                why = failed.get(count) or failed.get(counts[0]) or "no run"
+                results.append(Pending(key, title, f"failed: {why}"))
                 continue
-            if base is None:
-                base = run
-            runs[count] = run
-            efficiency = run["workflows_per_s"] / (count * base["workflows_per_s"])
-            run["projected_efficiency"] = base["busiest_cpu_ms_per_workflow"] / (
-                count * run["busiest_cpu_ms_per_workflow"]
-            )
-            say(
-                f"  {kind} k={count}: {run['seconds']:.2f}s, {run['workflows_per_s']:.0f}/s; "
-                f"CPU ms/workflow {run['cpu_ms_per_workflow']:.2f}, busiest process "
-                f"{run['busiest_cpu_ms_per_workflow']:.2f}, projected efficiency "
-                f"{run['projected_efficiency']:.2f}"
-                + (
-                    f"; {'the publisher' if run['publishers'] == 1 else 'the publishers'}"
-                    f" started in {run['publisher_began']:.2f}s, then appended"
-                    f" for {run['publisher_ended'] - run['publisher_began']:.2f}s"
-                    if "publisher_began" in run
-                    else ""
-                )
-            )
-            if "threads_us_per_workflow" in run:
-                split = run["threads_us_per_workflow"].items()
-                say(f"    by thread, us/workflow: {', '.join(f'{k} {v:.0f}' for k, v in split)}")
+            rate = statistics.median(r[count]["workflows_per_s"] for r in paired)
+            base_rate = statistics.median(r[counts[0]]["workflows_per_s"] for r in paired)
+            projected = statistics.median(r[count]["projected_efficiency"] for r in paired)
+            cpu = statistics.median(r[count]["cpu_ms_per_workflow"] for r in paired)
+            busiest = statistics.median(r[count]["busiest_cpu_ms_per_workflow"] for r in paired)
             results.append(
                 Figure(
                     key=key,
                     title=title,
                     unit="workflows/s",
-                    rate=run["workflows_per_s"],
-                    baseline=f"{base['processes']} process(es), same store, same run",
-                    baseline_rate=base["workflows_per_s"],
-                    ratio=efficiency,
-                    ratio_is="scaling efficiency: rate(k) / (k x rate(1))",
+                    rate=rate,
+                    baseline=f"{counts[0]} process(es), same store, same run",
+                    baseline_rate=base_rate,
+                    ratio=rate / (count * base_rate),
+                    ratio_is="scaling efficiency: rate(k) / (k x rate(1))"
+                    + (f", medians of {len(paired)} rounds" if len(paired) > 1 else ""),
                     target=Target(">=", 0.7) if kind == "postgres" and count == 4 else None,
                     note=(
-                        f"{run['seconds']:.2f}s, publisher concurrent; on {cores} cores; "
-                        f"CPU ms/workflow {run['cpu_ms_per_workflow']:.2f} (busiest process "
-                        f"{run['busiest_cpu_ms_per_workflow']:.2f}, projected efficiency "
-                        f"{run['projected_efficiency']:.2f})"
+                        f"publisher concurrent; on {cores} cores; CPU ms/workflow {cpu:.2f}"
+                        f" (busiest process {busiest:.2f}, projected efficiency"
+                        f" {projected:.2f})"
+                        + (
+                            "; rates by round "
+                            + ", ".join(f"{r[count]['workflows_per_s']:.0f}" for r in paired)
+                            if len(paired) > 1
+                            else f"; {paired[0][count]['seconds']:.2f}s"
+                        )
                     ),
-                    extra=run,
+                    extra={"runs": [r[count] for r in paired]}
+                    if len(paired) > 1
+                    else paired[0][count],
                 )
             )
         if counts:
-            results += cost_figures(kind, counts, runs, n, say)
+            results += cost_figures(kind, counts, rounds_run, n, say)
         if failover_n <= 0:  # --failover-n 0: no failover run
             continue
         key = f"scaleout_{kind}_failover"
@@ -695,6 +705,40 @@ def measure(
     return results
 
 
+def _say_run(
+    say: Callable[[str], None],
+    kind: str,
+    count: int,
+    run: dict[str, Any],
+    base: dict[str, Any],
+    number: int,
+    rounds: int,
+) -> None:
+    """Print one run's line (its projected efficiency set against ``base``, the round's run of
+    the first count)."""
+    run["projected_efficiency"] = base["busiest_cpu_ms_per_workflow"] / (
+        count * run["busiest_cpu_ms_per_workflow"]
+    )
+    say(
+        f"  {kind} k={count}"
+        + (f" (round {number + 1} of {rounds})" if rounds > 1 else "")
+        + f": {run['seconds']:.2f}s, {run['workflows_per_s']:.0f}/s; "
+        f"CPU ms/workflow {run['cpu_ms_per_workflow']:.2f}, busiest process "
+        f"{run['busiest_cpu_ms_per_workflow']:.2f}, projected efficiency "
+        f"{run['projected_efficiency']:.2f}"
+        + (
+            f"; {'the publisher' if run['publishers'] == 1 else 'the publishers'}"
+            f" started in {run['publisher_began']:.2f}s, then appended"
+            f" for {run['publisher_ended'] - run['publisher_began']:.2f}s"
+            if "publisher_began" in run
+            else ""
+        )
+    )
+    if "threads_us_per_workflow" in run:
+        split = run["threads_us_per_workflow"].items()
+        say(f"    by thread, us/workflow: {', '.join(f'{k} {v:.0f}' for k, v in split)}")
+
+
 TARGET_PROCESSES = 4
 """The process count the cost figures' targets are set for (a smaller largest count: no
 target)."""
@@ -714,13 +758,15 @@ def total_cpu(run: dict[str, Any]) -> float:
 def cost_figures(
     kind: str,
     counts: Sequence[int],
-    runs: dict[int, dict[str, Any]],
+    rounds: Sequence[dict[int, dict[str, Any]]],
     n: int,
     say: Callable[[str], None],
 ) -> list[Result]:
     """What the group's work costs as it grows, at the largest process count against the first
     (one process): the total CPU per workflow, the events read per event written, and the
-    busiest process's share of the services' CPU (targets at :data:`TARGET_PROCESSES`)."""
+    busiest process's share of the services' CPU (targets at :data:`TARGET_PROCESSES`). Each is
+    taken within a round (its runs of the two counts) and the figure is the median over the
+    rounds that ran both."""
     k, first = counts[-1], counts[0]
     at = f"{k} processes vs {first}, N={n:,}"
     keys = (f"scaleout_{kind}_cpu", f"scaleout_{kind}_reads", f"scaleout_{kind}_busiest")
@@ -729,34 +775,38 @@ def cost_figures(
         f"9. {kind}: events read per event written, {at}",
         f"9. {kind}: busiest process's share of the work, {k} processes, N={n:,}",
     )
-    if k not in runs or first not in runs:
+    paired = [runs for runs in rounds if k in runs and first in runs]
+    if not paired:
         return [
             Pending(key, title, "a run failed") for key, title in zip(keys, titles, strict=True)
         ]
-    run, base = runs[k], runs[first]
     targeted = k == TARGET_PROCESSES
-    each = ", ".join(
-        f"k={c} {total_cpu(r):.2f} ms ({r['cpu_ms_per_workflow']:.2f} services), "
-        + (
-            f"{r['events_read_per_written']:.2f} read/written"
-            if "reads_unknown" not in r
-            else "read/written unknown"
-        )
-        + f", busiest {r['busiest_share']:.0%}"
-        + (
-            f", backends {r['server_backends'][2]} opened, {r['server_backends'][3]} closed"
-            if "server_backends" in r
-            else ""
-        )
-        for c, r in sorted(runs.items())
-    )
     server = "" if kind == "sqlite" else " + the server's backends"
     if kind == "esdb":
         server = " (the test server's CPU not counted)"
-    say(f"  {kind} cost: {each}")
+    notes = []
+    for runs in rounds:
+        each = ", ".join(
+            f"k={c} {total_cpu(r):.2f} ms ({r['cpu_ms_per_workflow']:.2f} services), "
+            + (
+                f"{r['events_read_per_written']:.2f} read/written"
+                if "reads_unknown" not in r
+                else "read/written unknown"
+            )
+            + f", busiest {r['busiest_share']:.0%}"
+            + (
+                f", backends {r['server_backends'][2]} opened, {r['server_backends'][3]} closed"
+                if "server_backends" in r
+                else ""
+            )
+            for c, r in sorted(runs.items())
+        )
+        say(f"  {kind} cost: {each}")
+        notes.append(each)
+    rounds_note = f" (medians of {len(paired)} rounds)" if len(paired) > 1 else ""
     results: list[Result] = []
-    cpu, cpu_base = total_cpu(run), total_cpu(base)
-    if math.isnan(cpu) or math.isnan(cpu_base):
+    cpu_ratios = [total_cpu(r[k]) / total_cpu(r[first]) for r in paired]
+    if any(math.isnan(ratio) for ratio in cpu_ratios):
         results.append(Pending(keys[0], titles[0], "CPU not measurable here (/proc)"))
     else:
         results.append(
@@ -764,19 +814,35 @@ def cost_figures(
                 key=keys[0],
                 title=titles[0],
                 unit="ms/workflow",
-                rate=cpu,
+                rate=statistics.median(total_cpu(r[k]) for r in paired),
                 baseline=f"{first} process, same store, same run",
-                baseline_rate=cpu_base,
-                ratio=cpu / cpu_base,
-                ratio_is=f"CPU per workflow (services{server}) at k / at 1 (lower is better)",
+                baseline_rate=statistics.median(total_cpu(r[first]) for r in paired),
+                ratio=statistics.median(cpu_ratios),
+                ratio_is=f"CPU per workflow (services{server}) at k / at 1 (lower is better)"
+                + (
+                    f"; the median of the rounds' ratios"
+                    f" {', '.join(f'{ratio:.2f}' for ratio in cpu_ratios)}"
+                    if len(paired) > 1
+                    else ""
+                ),
                 target=Target("<=", 1.15) if targeted else None,
-                note=each,
-                extra={"per_count": {c: total_cpu(r) for c, r in runs.items()}},
+                note="; ".join(notes),
+                extra={
+                    "per_count": {
+                        c: statistics.median(total_cpu(r[c]) for r in rounds if c in r)
+                        for c in counts
+                        if any(c in r for r in rounds)
+                    },
+                    "ratios": cpu_ratios,
+                },
             )
         )
-    reads, reads_base = run["events_read_per_written"], base["events_read_per_written"]
-    if math.isnan(reads) or math.isnan(reads_base):
-        why = run.get("reads_unknown") or base.get("reads_unknown") or "not counted"
+    read_ratios = [
+        r[k]["events_read_per_written"] / r[first]["events_read_per_written"] for r in paired
+    ]
+    if any(math.isnan(ratio) for ratio in read_ratios):
+        unknown = [r[c].get("reads_unknown") for r in paired for c in (k, first)]
+        why = next((w for w in unknown if w), "not counted")
         results.append(Pending(keys[1], titles[1], why))
     else:
         results.append(
@@ -784,20 +850,23 @@ def cost_figures(
                 key=keys[1],
                 title=titles[1],
                 unit="events read / written",
-                rate=reads,
+                rate=statistics.median(r[k]["events_read_per_written"] for r in paired),
                 baseline=f"{first} process, same store, same run",
-                baseline_rate=reads_base,
-                ratio=reads / reads_base,
-                ratio_is="events all processes read per event written, at k / at 1",
+                baseline_rate=statistics.median(
+                    r[first]["events_read_per_written"] for r in paired
+                ),
+                ratio=statistics.median(read_ratios),
+                ratio_is="events all processes read per event written, at k / at 1" + rounds_note,
                 target=Target("<=", 1.2) if targeted else None,
-                note=each,
-                extra={"per_count": {c: r["events_read_per_written"] for c, r in runs.items()}},
+                note="; ".join(notes),
+                extra={"ratios": read_ratios},
             )
         )
-    share = run["busiest_share"]
-    if math.isnan(share):
+    shares = [r[k]["busiest_share"] for r in paired]
+    if any(math.isnan(share) for share in shares):
         results.append(Pending(keys[2], titles[2], "CPU not measurable here (/proc)"))
     else:
+        share = statistics.median(shares)
         results.append(
             Figure(
                 key=keys[2],
@@ -807,10 +876,13 @@ def cost_figures(
                 baseline=f"an even share, 1/{k}",
                 baseline_rate=1 / k,
                 ratio=share,
-                ratio_is="the busiest process's CPU / all the services' CPU",
+                ratio_is="the busiest process's CPU / all the services' CPU" + rounds_note,
                 target=Target("<=", 0.28) if targeted else None,
-                note=f"per process: {', '.join(f'{c:.2f}s' for c in run['process_cpu_seconds'])}",
-                extra={"process_cpu_seconds": run["process_cpu_seconds"]},
+                note="; ".join(
+                    f"per process: {', '.join(f'{c:.2f}s' for c in r[k]['process_cpu_seconds'])}"
+                    for r in paired
+                ),
+                extra={"shares": shares},
             )
         )
     return results
@@ -919,6 +991,12 @@ def _main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--publishers", type=int, default=1, help="publisher processes, each its share of N"
     )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run every count this many times, in turns; each figure the rounds' median",
+    )
     parser.add_argument("--first", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument(
         "--independent",
@@ -950,7 +1028,13 @@ def _main(argv: Sequence[str] | None = None) -> int:
         print(format_table(growth))
         return 0
     results = measure(
-        dict.fromkeys(kinds, counts), args.n, args.failover_n, args.timeout, pg_uri, print
+        dict.fromkeys(kinds, counts),
+        args.n,
+        args.failover_n,
+        args.timeout,
+        pg_uri,
+        print,
+        rounds=max(1, args.rounds),
     )
     print(format_table(results))
     return 0

@@ -383,3 +383,37 @@ def test_scaleout_says_why_the_events_read_are_not_known() -> None:
     missing = scaleout._reads([10.0, 20.0], [30.0], 20)
     assert missing["reads_unknown"] == "a service's metrics went missing during the run"
     assert scaleout._reads([1.0], [1.0], 0)["reads_unknown"] == "the run wrote no events"
+
+
+def test_scaleout_rounds_take_the_median_of_each_rounds_ratio() -> None:
+    """With several rounds, the cost figures are the medians of the ratios taken within each
+    round; a round whose baseline failed counts for nothing."""
+    from benchmarks import scaleout
+
+    def run(cpu: float, read: float, share: float) -> dict[str, Any]:
+        return {
+            "store": "sqlite",
+            "cpu_ms_per_workflow": cpu,
+            "events_read_per_written": read,
+            "busiest_share": share,
+            "process_cpu_seconds": [1.0, 1.0],
+        }
+
+    rounds = [
+        {1: run(1.0, 0.5, 1.0), 4: run(1.3, 0.5, 0.30)},
+        {4: run(1.2, 0.6, 0.26)},  # k = 1 failed in this round
+        {1: run(1.0, 0.5, 1.0), 4: run(1.1, 0.55, 0.27)},
+        {1: run(2.0, 0.5, 1.0), 4: run(2.0, 0.5, 0.25)},
+    ]
+    said: list[str] = []
+    cpu, reads, busiest = scaleout.cost_figures("sqlite", (1, 4), rounds, 100, said.append)
+    assert isinstance(cpu, Figure) and isinstance(reads, Figure) and isinstance(busiest, Figure)
+    assert cpu.ratio == pytest.approx(1.1)  # of 1.3, 1.1, 1.0
+    assert cpu.extra["ratios"] == pytest.approx([1.3, 1.1, 1.0])
+    assert "1.30, 1.10, 1.00" in cpu.ratio_is
+    assert reads.ratio == pytest.approx(1.0)  # of 1.0, 1.1, 1.0
+    assert busiest.ratio == pytest.approx(0.27)  # of 0.30, 0.27, 0.25
+    assert len(said) == 4  # every round's costs are printed, the unpaired one too
+    single = scaleout.cost_figures("sqlite", (1, 4), rounds[:1], 100, said.append)[0]
+    assert isinstance(single, Figure) and single.ratio == pytest.approx(1.3)
+    assert "median" not in single.ratio_is
