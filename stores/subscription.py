@@ -444,6 +444,17 @@ class CatchUpSubscription:
         self.dirty = True
         self._bell.set()
 
+    def look_again(self) -> None:
+        """Make the next :meth:`poll` pass over what was written since the last read, as a
+        probe does: where the store says every row up to the log's head was announced (every
+        one this subscription wants has then marked it), the position moves to the head with
+        no read; else (or with no such store) it reads the log again. For the consumer's own
+        thread, between polls."""
+        if self._announced is None:
+            self.mark()
+        else:
+            self._probe()
+
     def ring(self) -> None:
         """Wake a blocked :meth:`poll` to look at its state (the store closed)."""
         self._bell.set()

@@ -226,14 +226,18 @@ class Processor(Committing):
         nothing: the partitions held whose checkpoints are short of what the subscription
         delivered up to (other partitions' events passed over, the log's head) move on to it
         (:meth:`reached`); and the subscription looks at the log again (its next wait that
-        finds nothing has passed over what was written meanwhile). A subscription that does
-        not say what it delivered up to (EventStoreDB's) moves them with the batches only."""
+        finds nothing has passed over what was written meanwhile), with no read where its store
+        says every row up to the head was announced to it
+        (:meth:`~decider.stores.subscription.CatchUpSubscription.look_again`): a processor that
+        is sent nothing does not walk the rows the other processes wrote. A subscription that
+        does not say what it delivered up to (EventStoreDB's) moves them with the batches
+        only."""
         if self.share.owned is None or not isinstance(subscription, CatchUpSubscription):
             return
         position = subscription.delivered_to
         if position is not None and self.share.behind(position):
             self.reached(position)
-        subscription.mark()
+        subscription.look_again()
 
     def stop(self) -> None:
         """Wake the thread so it finishes the batch in hand and returns (stop signal set first)."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 import attrs
 import pytest
@@ -40,6 +41,7 @@ from decider.stores.protocol import (
     RecordedEvent,
     StreamAppend,
 )
+from decider.stores.sqlite import SqliteEventStore
 from decider.stores.subscription import CatchUpSubscription
 from samples.traffic_fine.app import REPORTS_STREAM, make_app
 from samples.traffic_fine.messages import PoliceReportPublished
@@ -377,3 +379,67 @@ def test_a_partition_without_events_has_its_checkpoint_follow_the_log(half: Half
         e.partition_key is not None and e.partition_key % P not in held for _, e in store.sent
     ), "a process is sent only its partitions' events"
     assert half.service.errors == []
+
+
+class ReadCountingSqlite(SqliteEventStore):
+    """An SQLite store that records the position of every read of its partitioned
+    subscriptions (a group's processors' reads). Its probe waits an hour: what passes rows
+    over here is the processors' own look after an idle second."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, synchronous="OFF", probe_interval=3600.0)
+        self.reads: list[int | None] = []
+
+    def read_all(
+        self, after_position: int | None = None, limit: int | None = None, filter: Filter = ALL
+    ) -> list[RecordedEvent]:
+        if filter.partitions is not None:
+            self.reads.append(after_position)
+        return super().read_all(after_position, limit, filter)
+
+
+def test_a_partition_without_events_follows_the_log_without_reading_it(tmp_path: Path) -> None:
+    """On SQLite, where the store knows what it announced, a process of a group that is sent
+    nothing moves its partitions' checkpoints on to the log's head without reading the rows
+    the other partitions' work wrote: each processor's look after an idle second passes them
+    over unread (before, each looked by walking them again, in every process, once a
+    second)."""
+    store = ReadCountingSqlite(tmp_path / "events.db")
+    app = make_app("unread")
+    store.claim_lease(member_lease_name(app.name, "other"), "other", 600)
+    for number in range(P // 2, P):
+        assert store.claim_lease(lease_name(app.name, number), "other", 600) is not None
+    group = PartitionGroup(store, app, owner="reader", ttl=30)
+    service = Service(app, store, group=group)
+    names = [
+        workflow_processor_name(app.name, workflow.name),
+        command_processor_name(app.name),
+        timer_processor_name(app.name),
+    ]
+    try:
+        with member(service):
+            wait_until(lambda: sorted(group.partitions()) == list(range(P // 2)), 10)
+            held = sorted(group.partitions())
+
+            def short(head: int) -> list[tuple[str, int, int | None]]:
+                found = [
+                    (n, p, store.load_checkpoint(checkpoint_name(n, p)))
+                    for n in names
+                    for p in held
+                ]
+                return [(n, p, mark) for n, p, mark in found if mark is None or mark < head]
+
+            # Every subscription has caught up (its checkpoints are at the head): what it reads
+            # from now on, it reads for the rows below.
+            started = store.read_all(None, 10**6)[-1].position
+            wait_until(lambda: not short(started), 30, "the checkpoints at the head")
+            before = len(store.reads)
+            theirs = [i for i in range(400) if _partition(i) not in held][:30]
+            app.publish_many(store, [report(i) for i in theirs], REPORTS_STREAM)
+            head = store.read_all(None, 10**6)[-1].position
+            assert head > started
+            wait_until(lambda: not short(head), 30, "every held partition's checkpoint at the head")
+            assert store.reads[before:] == [], "the other partitions' rows were read again"
+            assert service.errors == []
+    finally:
+        store.close()
