@@ -78,6 +78,8 @@ class Sizes:
     scaleout_processes: tuple[int, ...] = (1, 2, 4)
     scaleout_n: int = 10_000
     scaleout_failover_n: int = 3_000
+    scaleout_rounds: int = 3
+    """Figure 9: each process count runs this many times, in turns; each figure the median."""
     scaleout_growth: tuple[int, int] = (5_000, 50_000)
     """Figure 9, growth: one process at the small and the large N."""
     alone: int = 300
@@ -113,6 +115,7 @@ QUICK = Sizes(
     scaleout_processes=(1, 2),
     scaleout_n=200,
     scaleout_failover_n=300,
+    scaleout_rounds=1,
     scaleout_growth=(200, 600),
     alone=20,
     floor=(200, 50),
@@ -311,6 +314,7 @@ def _run_group(
                 sizes.e2e_timeout * 3,
                 pg_uri,
                 progress=say,
+                rounds=sizes.scaleout_rounds,
             )
             small, big = sizes.scaleout_growth
             return results + scaleout.measure_growth(
