@@ -3,13 +3,15 @@
 Each run starts k service processes of the traffic-fine sample (``samples.traffic_fine.app:app``)
 on a fresh store (an SQLite file, or a fresh PostgreSQL schema), waits until they have split
 the partitions evenly, then a separate publisher process appends N police reports (in chunks of
-100) while the services run: the shape users see. Timed: from the publisher's first append
+100, ``--chunk``) while the services run: the shape users see. Timed: from the publisher's first append
 until every fine is issued (the command processor's last effect), counted through a filtered
 subscription; the publisher's own start (a Python process importing the app, a few tenths of a
 second) is left out, as it would count the same fixed time against every k. Each run also says
 when the publisher began and ended its appends: a run whose last fine comes just after the
 publisher's last append was waiting for its inputs. ``--publishers M`` splits the reports
-between M publisher processes, for a machine whose services outrun one publisher.
+between M publisher processes, for a machine whose services outrun one publisher. ``--rounds
+R`` runs every process count R times, in turns, and each figure is the median over the rounds
+of what it is in one round (a ratio against k = 1 is taken within a round).
 
 - **Throughput**: workflows/s with k = 1, 2, 4 processes, and the scaling efficiency
   ``rate(k) / (k x rate(1))``. WARNING: the figure depends on the cores the machine has (each
@@ -92,6 +94,7 @@ LEASE_TTL = 3.0
 """The lease time to live the services run with (the failover target is this + 1 s)."""
 
 CHUNK = 100
+"""Reports per publisher append (``--chunk``)."""
 _ISSUED = Filter(stream_prefixes=(ISSUED_STREAM,), event_types=("fines.IssueTrafficFine",))
 _ROOT = Path(__file__).resolve().parent.parent
 
@@ -343,7 +346,7 @@ def _publishers(uri: str, n: int) -> list[subprocess.Popen[bytes]]:
     for number in range(PUBLISHERS):
         first, last = n * number // PUBLISHERS, n * (number + 1) // PUBLISHERS
         command = [sys.executable, "-m", "benchmarks.scaleout", "--uri", uri]
-        command += ["--n", str(last - first), "--first", str(first)]
+        command += ["--n", str(last - first), "--first", str(first), "--chunk", str(CHUNK)]
         found.append(subprocess.Popen(command, cwd=_ROOT, env=child_env(), stdout=subprocess.PIPE))
     return found
 
@@ -944,7 +947,9 @@ def measure_independent(
     store, a service and a publisher each, ``n // count`` workflows each) against one group of
     one process doing all ``n``. What is left of k processes' extra CPU per workflow once the
     group's own work (one store shared, leases, wake-ups across processes) is taken away: the
-    smaller batches and the processes sharing the machine's cores."""
+    processes sharing the machine's cores, and, with ``--chunk`` at the group's chunk divided
+    by ``count`` (each publisher's appends then as small as a group's process's share of one),
+    the smaller batches."""
     one = run_once(kind, 1, n, timeout, pg_uri)
     runs: list[dict[str, Any]] = []
     failed: list[BaseException] = []
@@ -997,6 +1002,12 @@ def _main(argv: Sequence[str] | None = None) -> int:
         default=1,
         help="run every count this many times, in turns; each figure the rounds' median",
     )
+    parser.add_argument(
+        "--chunk",
+        type=int,
+        default=100,
+        help="reports per publisher append (default 100)",
+    )
     parser.add_argument("--first", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument(
         "--independent",
@@ -1006,8 +1017,8 @@ def _main(argv: Sequence[str] | None = None) -> int:
         help="only the control: K independent one-process groups against one",
     )
     args = parser.parse_args(argv)
-    global THREADS, PUBLISHERS  # one setting for the whole run, as METRICS
-    THREADS, PUBLISHERS = args.threads, max(1, args.publishers)
+    global THREADS, PUBLISHERS, CHUNK  # one setting for the whole run, as METRICS
+    THREADS, PUBLISHERS, CHUNK = args.threads, max(1, args.publishers), max(1, args.chunk)
     if args.uri is not None:
         publish(args.uri, args.n, args.first)
         return 0
