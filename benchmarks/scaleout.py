@@ -2,13 +2,13 @@
 
 Each run starts k service processes of the traffic-fine sample (``samples.traffic_fine.app:app``)
 on a fresh store (an SQLite file, or a fresh PostgreSQL schema), waits until they have split
-the partitions evenly, then a separate publisher process appends N police reports (in chunks of
-100, ``--chunk``) while the services run: the shape users see. Timed: from the publisher's first append
-until every fine is issued (the command processor's last effect), counted through a filtered
-subscription; the publisher's own start (a Python process importing the app, a few tenths of a
-second) is left out, as it would count the same fixed time against every k. Each run also says
-when the publisher began and ended its appends: a run whose last fine comes just after the
-publisher's last append was waiting for its inputs. ``--publishers M`` splits the reports
+the partitions evenly, then a separate publisher process appends N police reports (in chunks
+of 100, ``--chunk``) while the services run: the shape users see. Timed: from the publisher's
+first append until every fine is issued (the command processor's last effect), counted through
+a filtered subscription; the publisher's own start (a Python process importing the app, a few
+tenths of a second) is left out, as it would count the same fixed time against every k. Each
+run also says when the publisher began and ended its appends: a run whose last fine comes just
+after the publisher's last append was waiting for its inputs. ``--publishers M`` splits the reports
 between M publisher processes, for a machine whose services outrun one publisher. ``--rounds
 R`` runs every process count R times, in turns, and each figure is the median over the rounds
 of what it is in one round (a ratio against k = 1 is taken within a round).
