@@ -127,15 +127,37 @@ def half() -> Iterator[Half]:
     """A service whose group holds half the partitions: another (silent) member holds the
     other half for the test's length."""
     store = CountingStore()
-    app = make_app("half")
+    app, group, service = _reader_of_half(store, "half")
+    with member(service):
+        wait_until(lambda: sorted(group.partitions()) == list(range(P // 2)), 10)
+        yield Half(store, app, group, service)
+
+
+def _reader_of_half(
+    store: MemoryEventStore | SqliteEventStore, name: str
+) -> tuple[App, PartitionGroup, Service]:
+    """A service of app ``name`` on ``store`` (not started) whose group can take only the first
+    half of the partitions: another member holds the other half for ten minutes."""
+    app = make_app(name)
     store.claim_lease(member_lease_name(app.name, "other"), "other", 600)
     for number in range(P // 2, P):
         assert store.claim_lease(lease_name(app.name, number), "other", 600) is not None
     group = PartitionGroup(store, app, owner="reader", ttl=30)
-    service = Service(app, store, group=group)
-    with member(service):
-        wait_until(lambda: sorted(group.partitions()) == list(range(P // 2)), 10)
-        yield Half(store, app, group, service)
+    return app, group, Service(app, store, group=group)
+
+
+def _short_of_head(
+    store: MemoryEventStore | SqliteEventStore, app: App, held: Sequence[int], head: int
+) -> list[tuple[str, int, int | None]]:
+    """The held partitions' checkpoints of every processor (workflow, commands, timers) that
+    are not at ``head`` yet: each processor's name, the partition and its checkpoint."""
+    names = [
+        workflow_processor_name(app.name, workflow.name),
+        command_processor_name(app.name),
+        timer_processor_name(app.name),
+    ]
+    found = [(n, p, store.load_checkpoint(checkpoint_name(n, p))) for n in names for p in held]
+    return [(n, p, mark) for n, p, mark in found if mark is None or mark < head]
 
 
 def test_a_process_is_sent_only_its_partitions_work(
@@ -364,17 +386,11 @@ def test_a_partition_without_events_has_its_checkpoint_follow_the_log(half: Half
     theirs = [i for i in range(400) if _partition(i) not in held][:30]
     app.publish_many(store, [report(i) for i in theirs], REPORTS_STREAM)
     head = store.read_all(None, 10**6)[-1].position
-    names = [
-        workflow_processor_name(app.name, workflow.name),
-        command_processor_name(app.name),
-        timer_processor_name(app.name),
-    ]
-
-    def short() -> list[tuple[str, int, int | None]]:
-        found = [(n, p, store.load_checkpoint(checkpoint_name(n, p))) for n in names for p in held]
-        return [(n, p, mark) for n, p, mark in found if mark is None or mark < head]
-
-    wait_until(lambda: not short(), 30, "every held partition's checkpoint at the head")
+    wait_until(
+        lambda: not _short_of_head(store, app, held, head),
+        30,
+        "every held partition's checkpoint at the head",
+    )
     assert not any(
         e.partition_key is not None and e.partition_key % P not in held for _, e in store.sent
     ), "a process is sent only its partitions' events"
@@ -405,40 +421,29 @@ def test_a_partition_without_events_follows_the_log_without_reading_it(tmp_path:
     over unread (before, each looked by walking them again, in every process, once a
     second)."""
     store = ReadCountingSqlite(tmp_path / "events.db")
-    app = make_app("unread")
-    store.claim_lease(member_lease_name(app.name, "other"), "other", 600)
-    for number in range(P // 2, P):
-        assert store.claim_lease(lease_name(app.name, number), "other", 600) is not None
-    group = PartitionGroup(store, app, owner="reader", ttl=30)
-    service = Service(app, store, group=group)
-    names = [
-        workflow_processor_name(app.name, workflow.name),
-        command_processor_name(app.name),
-        timer_processor_name(app.name),
-    ]
+    app, group, service = _reader_of_half(store, "unread")
     try:
         with member(service):
             wait_until(lambda: sorted(group.partitions()) == list(range(P // 2)), 10)
             held = sorted(group.partitions())
-
-            def short(head: int) -> list[tuple[str, int, int | None]]:
-                found = [
-                    (n, p, store.load_checkpoint(checkpoint_name(n, p)))
-                    for n in names
-                    for p in held
-                ]
-                return [(n, p, mark) for n, p, mark in found if mark is None or mark < head]
-
             # Every subscription has caught up (its checkpoints are at the head): what it reads
             # from now on, it reads for the rows below.
             started = store.read_all(None, 10**6)[-1].position
-            wait_until(lambda: not short(started), 30, "the checkpoints at the head")
+            wait_until(
+                lambda: not _short_of_head(store, app, held, started),
+                30,
+                "the checkpoints at the head",
+            )
             before = len(store.reads)
             theirs = [i for i in range(400) if _partition(i) not in held][:30]
             app.publish_many(store, [report(i) for i in theirs], REPORTS_STREAM)
             head = store.read_all(None, 10**6)[-1].position
             assert head > started
-            wait_until(lambda: not short(head), 30, "every held partition's checkpoint at the head")
+            wait_until(
+                lambda: not _short_of_head(store, app, held, head),
+                30,
+                "every held partition's checkpoint at the head",
+            )
             assert store.reads[before:] == [], "the other partitions' rows were read again"
             assert service.errors == []
     finally:
