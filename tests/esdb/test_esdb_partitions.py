@@ -20,7 +20,7 @@ from decider.stores.esdb.testserver import EsdbTestServer
 from samples.traffic_fine.app import REPORTS_STREAM, make_app
 from samples.traffic_fine.workflow import workflow
 from tests.processors.test_proc_traffic_fine import all_completed, check_exactly_once, report
-from tests.support.partitions import fences_of, member, pause_heartbeat
+from tests.support.partitions import fences_of, member, pause_unnoticed
 from tests.support.stores import instance_streams
 from tests.support.waiting import wait_until
 
@@ -75,8 +75,9 @@ def test_a_member_whose_leases_another_process_took_over_commits_nothing(uri: st
             wait_until(lambda: len(group.partitions()) == 16, 20, "the member holds them all")
             # The heartbeat stops (a paused process); another process (its own connection, so
             # the member's store remembers the lease streams where it last wrote them) takes
-            # every partition over once the leases expire.
-            lost = pause_heartbeat(group)
+            # every partition over once the leases expire. The member does not notice its
+            # pause, so it tries to commit under the leases it held.
+            lost = pause_unnoticed(group)
             taken: list[str] = []
 
             def take_over() -> bool:

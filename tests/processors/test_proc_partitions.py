@@ -42,7 +42,7 @@ from samples.traffic_fine.app import REPORTS_STREAM, make_app, make_state_stored
 from samples.traffic_fine.workflow import workflow
 from tests.processors.test_proc_traffic_fine import all_completed, check_exactly_once, report
 from tests.support.apps import JobRequested, Reminded, RemindMe, add_job, job, reminder
-from tests.support.partitions import fences_of, member, pause_heartbeat
+from tests.support.partitions import fences_of, member, pause_heartbeat, pause_unnoticed
 from tests.support.stores import instance_streams
 from tests.support.waiting import wait_until
 
@@ -107,8 +107,9 @@ def test_a_member_whose_leases_were_taken_over_commits_nothing() -> None:
     group = PartitionGroup(store, app, owner="paused", ttl=0.5)
     with member(Service(app, store, group=group)):
         # The heartbeat stops (a paused process): the leases expire and another owner takes
-        # every partition over, while the processors still hold their old leases in hand.
-        lost = pause_heartbeat(group)
+        # every partition over, while the processors still hold their old leases in hand (the
+        # member does not notice its pause, so it tries to commit under them).
+        lost = pause_unnoticed(group)
         taken = []
 
         def take_over() -> bool:

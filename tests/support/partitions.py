@@ -39,6 +39,18 @@ def pause_heartbeat(group: PartitionGroup) -> list[Lease]:
     return lost
 
 
+def pause_unnoticed(group: PartitionGroup) -> list[Lease]:
+    """:func:`pause_heartbeat`, in a process that does not notice its pause: ``group`` goes on
+    answering the partitions it held when paused, past their local deadlines, as a process
+    paused between its check of a lease and its commit acts. Only the store's fence can then
+    refuse its commits (its processors do not let the partitions go first, which they may do
+    or not depending on when a loaded machine runs them)."""
+    believed = group.partitions()
+    lost = pause_heartbeat(group)
+    group.partitions = lambda: dict(believed)  # type: ignore[method-assign]
+    return lost
+
+
 def fences_of(store: object, method: str) -> list[int]:
     """Wrap ``store``'s commit ``method`` (``append_batch``, ``commit_states``) to record how
     many leases fence each call (``leases``); the list they are added to."""
