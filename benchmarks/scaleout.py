@@ -633,7 +633,11 @@ def measure(
                 base = runs[counts[0]]
                 for count in counts:
                     if count in runs:
-                        _say_run(say, kind, count, runs[count], base, number, rounds)
+                        run = runs[count]
+                        run["projected_efficiency"] = base["busiest_cpu_ms_per_workflow"] / (
+                            count * run["busiest_cpu_ms_per_workflow"]
+                        )
+                        _say_run(say, kind, count, run, number, rounds)
             rounds_run.append(runs)
         for count in counts:
             key = f"scaleout_{kind}_{count}"
@@ -713,15 +717,10 @@ def _say_run(
     kind: str,
     count: int,
     run: dict[str, Any],
-    base: dict[str, Any],
     number: int,
     rounds: int,
 ) -> None:
-    """Print one run's line (its projected efficiency set against ``base``, the round's run of
-    the first count)."""
-    run["projected_efficiency"] = base["busiest_cpu_ms_per_workflow"] / (
-        count * run["busiest_cpu_ms_per_workflow"]
-    )
+    """Print one run's line (round ``number`` of ``rounds``)."""
     say(
         f"  {kind} k={count}"
         + (f" (round {number + 1} of {rounds})" if rounds > 1 else "")
