@@ -4,6 +4,7 @@ unknown key, which it routes itself)."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
@@ -127,23 +128,25 @@ def half() -> Iterator[Half]:
     """A service whose group holds half the partitions: another (silent) member holds the
     other half for the test's length."""
     store = CountingStore()
-    app, group, service = _reader_of_half(store, "half")
-    with member(service):
-        wait_until(lambda: sorted(group.partitions()) == list(range(P // 2)), 10)
+    with _reader_of_half(store, "half") as (app, group, service):
         yield Half(store, app, group, service)
 
 
+@contextlib.contextmanager
 def _reader_of_half(
     store: MemoryEventStore | SqliteEventStore, name: str
-) -> tuple[App, PartitionGroup, Service]:
-    """A service of app ``name`` on ``store`` (not started) whose group can take only the first
-    half of the partitions: another member holds the other half for ten minutes."""
+) -> Iterator[tuple[App, PartitionGroup, Service]]:
+    """A running service of app ``name`` on ``store`` whose group holds the first half of the
+    partitions, once it does: another member holds the other half for ten minutes."""
     app = make_app(name)
     store.claim_lease(member_lease_name(app.name, "other"), "other", 600)
     for number in range(P // 2, P):
         assert store.claim_lease(lease_name(app.name, number), "other", 600) is not None
     group = PartitionGroup(store, app, owner="reader", ttl=30)
-    return app, group, Service(app, store, group=group)
+    service = Service(app, store, group=group)
+    with member(service):
+        wait_until(lambda: sorted(group.partitions()) == list(range(P // 2)), 10)
+        yield app, group, service
 
 
 def _short_of_head(
@@ -421,10 +424,8 @@ def test_a_partition_without_events_follows_the_log_without_reading_it(tmp_path:
     over unread (before, each looked by walking them again, in every process, once a
     second)."""
     store = ReadCountingSqlite(tmp_path / "events.db")
-    app, group, service = _reader_of_half(store, "unread")
     try:
-        with member(service):
-            wait_until(lambda: sorted(group.partitions()) == list(range(P // 2)), 10)
+        with _reader_of_half(store, "unread") as (app, group, service):
             held = sorted(group.partitions())
             # Every subscription has caught up (its checkpoints are at the head): what it reads
             # from now on, it reads for the rows below.
